@@ -1,0 +1,120 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/cenkalti/backoff/v4"
+	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/transport"
+)
+
+// CallKind is what a Call asks the coordinator to do.
+type CallKind uint8
+
+const (
+	// Acquire runs acquisition attempts until one wins or the budget ends.
+	Acquire CallKind = iota + 1
+	// Release releases a lock on every master.
+	Release
+	// Extend extends a lock on every master.
+	Extend
+)
+
+type phase uint8
+
+const (
+	phaseNew       phase = iota
+	phaseAcquiring       // an acquire attempt is out; waiting for a quorum decision
+	phaseWaiting         // between attempts, a retry timer is armed
+	phaseCleaning        // the last attempt failed; waiting for its releases
+	phaseReleasing       // Unlock: waiting for every master
+	phaseExtending       // Extend: waiting for a quorum decision
+	phaseDone
+)
+
+// Call is one Lock, TryLock, Unlock or Extend travelling through the
+// coordinator. The caller fills the request fields, submits it, waits on
+// Done and then reads the result fields. Everything else belongs to the
+// coordinator: no other goroutine touches it, so it needs no locking.
+type Call struct {
+	// Request, set by the caller before Submit and read-only afterwards.
+	Kind  CallKind
+	Op    string // the user-facing name for errors: "lock", "trylock", ...
+	Key   string
+	Value string
+	TTL   time.Duration
+	Drift time.Duration
+	Retry api.Retry
+
+	// Result, valid once Done is closed.
+	Err      error
+	Start    time.Time     // t1 of the attempt that decided
+	Validity time.Duration // for a held or extended lock: ttl - elapsed - drift
+
+	done chan struct{}
+
+	// Coordinator-owned state.
+	phase    phase
+	seq      uint64 // identifies the current attempt; late replies carry an older one
+	attempts int
+	t1       time.Time
+	granted  int
+	refused  int
+	failed   int
+	replied  int    // replies to the current phase's ops
+	answered uint64 // bit i: master i answered in this phase
+	grants   uint64 // bit i: master i granted in this phase
+	errs     []error
+	lastErr  error
+	lastAns  []api.MasterAnswer
+	bo       *backoff.ExponentialBackOff
+	stop     scheduler.CancelFunc
+}
+
+// NewCall returns a Call ready to be filled and submitted.
+func NewCall(kind CallKind, op, key, value string, ttl, drift time.Duration) *Call {
+	return &Call{Kind: kind, Op: op, Key: key, Value: value, TTL: ttl, Drift: drift, done: make(chan struct{})}
+}
+
+// Done is closed when the call has its result.
+func (c *Call) Done() <-chan struct{} { return c.done }
+
+// opRequest is one operation for the masters. The coordinator sends the same
+// pointer to every node actor; it is read-only once sent.
+type opRequest struct {
+	call     *Call
+	seq      uint64
+	op       transport.Op
+	deadline time.Time // Acquire only: not worth sending after this
+	shard    int32
+	reply    bool // false for fire-and-forget cleanup
+}
+
+// reply is one master's answer to one opRequest.
+type reply struct {
+	req *opRequest
+	res transport.Result
+}
+
+// nodeReplies carries the replies of one batch of one master to one
+// coordinator shard: one message per batch instead of one per operation.
+type nodeReplies struct {
+	node  int
+	items []reply
+}
+
+// cancelCall asks the coordinator to abandon a call because its context
+// ended.
+type cancelCall struct {
+	call *Call
+	err  error
+}
+
+// retryTick is the backoff timer's message; seq drops a tick that a
+// cancellation has already made stale (a cancelled timer cannot recall a
+// message it already sent).
+type retryTick struct {
+	call *Call
+	seq  uint64
+}

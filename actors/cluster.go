@@ -1,0 +1,171 @@
+// Package actors holds the engine's moving parts: one node actor per master
+// and a few coordinator actors sharded by key, on protoactor-go.
+//
+// The path of one call: the caller submits a *Call to the coordinator of its
+// key's shard; the coordinator sends one opRequest to every node actor at
+// once; each node actor queues it and sends everything queued to its master
+// as one batch; the batch's results come back to the node actor, which
+// routes them to the coordinators in one message per shard; the coordinator
+// counts them into a quorum decision and closes the call's Done channel.
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/transport"
+)
+
+// Config is what a Cluster is started from. The engine validates it.
+type Config struct {
+	Transports    []transport.Transport
+	Names         []string // one per transport, for error messages
+	MasterTimeout time.Duration
+	MaxBatch      int
+	MaxInFlight   int
+	Coordinators  int
+	Logger        *slog.Logger
+}
+
+// Cluster is a running set of node and coordinator actors.
+type Cluster struct {
+	system  *actor.ActorSystem
+	nodes   []*actor.PID
+	coords  []*actor.PID
+	timeout time.Duration
+	seed    maphash.Seed
+	quorum  int
+	io      sync.WaitGroup // batches in flight on their own goroutines
+
+	mu     sync.RWMutex
+	closed bool
+}
+
+// Start spawns the actors. It does not wait for any master.
+func Start(cfg Config) (*Cluster, error) {
+	n := len(cfg.Transports)
+	if n == 0 || n > api.MaxMasters || len(cfg.Names) != n {
+		return nil, fmt.Errorf("%w: %d masters (with %d names): need 1 to %d", api.ErrInvalidArgument, n, len(cfg.Names), api.MaxMasters)
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
+	c := &Cluster{system: system, timeout: cfg.MasterTimeout, seed: maphash.MakeSeed(), quorum: n/2 + 1}
+	// Coordinators' PIDs are needed by the nodes and the other way round, so
+	// the nodes learn them through the slice, filled before any call.
+	coords := make([]*actor.PID, cfg.Coordinators)
+	for i, t := range cfg.Transports {
+		nd := &node{index: i, t: t, timeout: cfg.MasterTimeout, maxBatch: cfg.MaxBatch, maxInFlight: cfg.MaxInFlight, coords: coords, wg: &c.io}
+		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return nd }), fmt.Sprintf("node-%d", i))
+		if err != nil {
+			c.stopAll()
+			return nil, fmt.Errorf("redlock: spawning node actor %d: %w", i, err)
+		}
+		c.nodes = append(c.nodes, pid)
+	}
+	for i := range coords {
+		co := &coordinator{shard: int32(i), nodes: c.nodes, names: cfg.Names, quorum: c.quorum, masterTimeout: cfg.MasterTimeout}
+		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return co }), fmt.Sprintf("coordinator-%d", i))
+		if err != nil {
+			c.stopAll()
+			return nil, fmt.Errorf("redlock: spawning coordinator %d: %w", i, err)
+		}
+		coords[i] = pid
+		c.coords = append(c.coords, pid)
+	}
+	return c, nil
+}
+
+// Quorum is the number of masters that must agree.
+func (c *Cluster) Quorum() int { return c.quorum }
+
+// Submit hands call to the coordinator of its key. After a nil return,
+// call.Done is always closed eventually, even if the cluster closes.
+func (c *Cluster) Submit(call *Call) error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return api.ErrClosed
+	}
+	c.system.Root.Send(c.coords[c.shard(call.Key)], call)
+	return nil
+}
+
+// Cancel abandons call with err (the caller's context error). The call's
+// Done is closed soon after; the caller must still wait for it, since the
+// call may have finished first (and then holds a lock).
+func (c *Cluster) Cancel(call *Call, err error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if !c.closed {
+		c.system.Root.Send(c.coords[c.shard(call.Key)], &cancelCall{call: call, err: err})
+	}
+}
+
+func (c *Cluster) shard(key string) int {
+	if len(c.coords) == 1 {
+		return 0
+	}
+	return int(maphash.String(c.seed, key) % uint64(len(c.coords)))
+}
+
+// Close finishes every call in progress with ErrClosed, lets the releases
+// that this sends reach the masters (bounded by a few master timeouts), and
+// stops every actor and timer. It waits for batches in flight; it does not
+// close the transports, which belong to the caller.
+func (c *Cluster) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return api.ErrClosed
+	}
+	c.closed = true
+	c.mu.Unlock()
+
+	// Coordinators first: a poison pill runs after the calls already in the
+	// mailbox, and Stopping finishes whatever is still active.
+	var errs []error
+	for _, pid := range c.coords {
+		if err := c.system.Root.PoisonFuture(pid).Wait(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Then let the nodes send what is queued, cleanup included.
+	deadline := time.After(4*c.timeout + time.Second)
+	for _, pid := range c.nodes {
+		d := make(chan struct{})
+		c.system.Root.Send(pid, &drainMsg{done: d})
+		select {
+		case <-d:
+		case <-deadline:
+		}
+	}
+	for _, pid := range c.nodes {
+		if err := c.system.Root.PoisonFuture(pid).Wait(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	c.io.Wait()
+	c.system.Shutdown()
+	return errors.Join(errs...)
+}
+
+func (c *Cluster) stopAll() {
+	defer c.system.Shutdown()
+	for _, pid := range c.nodes {
+		_ = c.system.Root.PoisonFuture(pid).Wait()
+	}
+	for _, pid := range c.coords {
+		if pid != nil {
+			_ = c.system.Root.StopFuture(pid).Wait()
+		}
+	}
+}

@@ -1,0 +1,212 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/quorumlock/redlock/transport"
+)
+
+// errStale fails an acquire that waited in the queue past its attempt's
+// deadline: sending it would only take a key that must be released again.
+var errStale = errors.New("timed out waiting in the node's queue")
+
+// node is the actor of one master. It queues operations and, whenever fewer
+// than maxInFlight batches are out, sends everything queued as one batch
+// from a goroutine of its own, so the mailbox never waits on the network.
+//
+// Per-key order: ops in one batch are applied in order by the transport, and
+// an op whose key is already in a batch in flight stays queued until that
+// batch returns. So a release can never overtake the SET it cleans up, even
+// with several batches in flight.
+type node struct {
+	index       int
+	t           transport.Transport
+	timeout     time.Duration
+	maxBatch    int
+	maxInFlight int
+	coords      []*actor.PID
+	wg          *sync.WaitGroup
+
+	self     *actor.PID
+	root     *actor.RootContext
+	queue    []*opRequest
+	inflight int
+	busy     map[string]int // keys in batches in flight (only when maxInFlight > 1)
+	free     []*batch
+	drained  []chan struct{}
+	counts   []int // per-shard reply counts, scratch for deliver
+}
+
+// batch is one Do call's worth of work; it is also the message the I/O
+// goroutine sends back when the batch returns.
+type batch struct {
+	reqs []*opRequest
+	ops  []transport.Op
+	res  []transport.Result
+}
+
+// drainMsg asks a node to close done once its queue is empty and nothing is
+// in flight.
+type drainMsg struct{ done chan struct{} }
+
+func (n *node) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *opRequest:
+		n.queue = append(n.queue, m)
+		n.flush()
+	case *batch:
+		n.inflight--
+		if n.busy != nil {
+			for i := range m.ops {
+				k := m.ops[i].Key
+				if n.busy[k]--; n.busy[k] <= 0 {
+					delete(n.busy, k)
+				}
+			}
+		}
+		n.deliver(ctx, m.reqs, m.res)
+		n.recycle(m)
+		n.flush()
+		n.checkDrained()
+	case *drainMsg:
+		n.drained = append(n.drained, m.done)
+		n.checkDrained()
+	case *actor.Started:
+		n.self = ctx.Self()
+		n.root = ctx.ActorSystem().Root
+		if n.maxInFlight > 1 {
+			n.busy = make(map[string]int)
+		}
+		n.counts = make([]int, len(n.coords))
+	}
+}
+
+func (n *node) checkDrained() {
+	if len(n.queue) == 0 && n.inflight == 0 {
+		for _, d := range n.drained {
+			close(d)
+		}
+		n.drained = n.drained[:0]
+	}
+}
+
+// flush sends queued ops while there is room in flight.
+func (n *node) flush() {
+	for n.inflight < n.maxInFlight && len(n.queue) > 0 {
+		b := n.batch()
+		var now time.Time
+		keep := n.queue[:0]
+		for i, r := range n.queue {
+			if len(b.reqs) == n.maxBatch {
+				keep = append(keep, n.queue[i:]...)
+				break
+			}
+			if n.busy != nil && n.busy[r.op.Key] > 0 {
+				keep = append(keep, r)
+				continue
+			}
+			if r.op.Kind == transport.Acquire {
+				if now.IsZero() {
+					now = time.Now()
+				}
+				if now.After(r.deadline) {
+					n.fail(r, errStale)
+					continue
+				}
+			}
+			b.reqs = append(b.reqs, r)
+			b.ops = append(b.ops, r.op)
+		}
+		clear(n.queue[len(keep):])
+		n.queue = keep
+		if len(b.reqs) == 0 {
+			n.recycle(b)
+			return
+		}
+		if n.busy != nil {
+			for i := range b.ops {
+				n.busy[b.ops[i].Key]++
+			}
+		}
+		if cap(b.res) < len(b.ops) {
+			b.res = make([]transport.Result, len(b.ops), cap(b.ops))
+		}
+		b.res = b.res[:len(b.ops)]
+		n.inflight++
+		n.wg.Add(1)
+		go n.do(b)
+	}
+}
+
+// do runs on its own goroutine: the only place that waits on the master.
+func (n *node) do(b *batch) {
+	defer n.wg.Done()
+	defer n.root.Send(n.self, b)
+	defer func() {
+		// A user's transport must not take the engine down with it.
+		if p := recover(); p != nil {
+			transport.Fail(b.res, fmt.Errorf("transport panicked: %v", p))
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), n.timeout)
+	defer cancel()
+	if err := n.t.Do(ctx, b.ops, b.res); err != nil {
+		// The contract says Do has set every Err already; a transport that
+		// forgot must not turn an unknown outcome into a "no".
+		for i := range b.res {
+			if b.res[i].Err == nil {
+				b.res[i] = transport.Result{Err: err}
+			}
+		}
+	}
+}
+
+func (n *node) fail(r *opRequest, err error) {
+	if r.reply {
+		n.root.Send(n.coords[r.shard], &nodeReplies{node: n.index, items: []reply{{req: r, res: transport.Result{Err: err}}}})
+	}
+}
+
+// deliver routes results back, one message per coordinator shard.
+func (n *node) deliver(ctx actor.Context, reqs []*opRequest, res []transport.Result) {
+	clear(n.counts)
+	for _, r := range reqs {
+		if r.reply {
+			n.counts[r.shard]++
+		}
+	}
+	for shard, c := range n.counts {
+		if c == 0 {
+			continue
+		}
+		items := make([]reply, 0, c)
+		for i, r := range reqs {
+			if r.reply && int(r.shard) == shard {
+				items = append(items, reply{req: r, res: res[i]})
+			}
+		}
+		ctx.Send(n.coords[shard], &nodeReplies{node: n.index, items: items})
+	}
+}
+
+func (n *node) batch() *batch {
+	if k := len(n.free); k > 0 {
+		b := n.free[k-1]
+		n.free = n.free[:k-1]
+		return b
+	}
+	return &batch{}
+}
+
+func (n *node) recycle(b *batch) {
+	clear(b.reqs)
+	clear(b.ops)
+	clear(b.res)
+	b.reqs, b.ops, b.res = b.reqs[:0], b.ops[:0], b.res[:0]
+	n.free = append(n.free, b)
+}

@@ -1,0 +1,65 @@
+// Package api is what users of redlock program against: the Locker that
+// takes locks, the Lock handle, options and errors. The engine package
+// builds a Locker; this package has no dependencies beyond the standard
+// library, so code that only takes or passes locks imports nothing else.
+//
+// # Guarantees
+//
+// A Lock is held by one owner at a time for as long as its validity lasts
+// (Until), under the Redlock assumptions: a majority (N/2+1) of independent
+// masters stored the lock's unique value, the masters' clocks run at about
+// the same rate, and nobody steps a master's wall clock. Validity is
+// measured from the start of the attempt that won, on the local monotonic
+// clock, minus a drift allowance (TTL*DriftFactor + 2ms). Past Until the
+// lock may belong to someone else; code that must not run then should check
+// Until (or extend) before acting.
+//
+// # Errors
+//
+// Every error wraps one of ErrNotAcquired ("taken": somebody else holds
+// it), ErrQuorumUnreachable ("masters down": too few masters answered),
+// ErrNotHeld, ErrInvalidArgument or ErrClosed, or the context's own error;
+// the *Error it comes in says what each master answered.
+package api
+
+import (
+	"context"
+	"time"
+)
+
+// Locker takes locks. It is safe for concurrent use.
+type Locker interface {
+	// Lock takes the lock on key, retrying with randomized exponential
+	// backoff until it is held, the retry budget (Options.Retry) is spent,
+	// or ctx ends. Options given here override the engine's for this lock
+	// (TTL, DriftFactor, Retry, MaxExtensions).
+	Lock(ctx context.Context, key string, opts ...Option) (Lock, error)
+	// TryLock makes exactly one attempt.
+	TryLock(ctx context.Context, key string, opts ...Option) (Lock, error)
+	// Close stops the engine: operations in progress fail with ErrClosed,
+	// and every actor, timer, goroutine and connection is stopped. Locks
+	// still held stay on the masters until they expire.
+	Close() error
+}
+
+// Lock is a held lock. Its methods are safe for concurrent use.
+type Lock interface {
+	// Key is the lock's name.
+	Key() string
+	// Value is the lock's unique value on the masters (also its owner id).
+	Value() string
+	// Until is the validity deadline: the lock is exclusive before it. It
+	// carries a monotonic clock reading, so time.Until(l.Until()) is safe.
+	Until() time.Time
+	// TTL is the lock's time to live on the masters.
+	TTL() time.Duration
+	// Extend sets the lock's expiry to TTL from now on every master that
+	// still holds it, and moves Until. It fails with ErrNotHeld once Until
+	// has passed, when a majority no longer holds the lock, or when
+	// MaxExtensions is used up; it never re-creates a lock that expired.
+	Extend(ctx context.Context) error
+	// Unlock releases the lock on every master. It returns nil when a
+	// majority released it, ErrNotHeld when it had already expired or been
+	// released, and ErrQuorumUnreachable when too few masters answered.
+	Unlock(ctx context.Context) error
+}

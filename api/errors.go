@@ -1,0 +1,128 @@
+package api
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+)
+
+// Sentinel errors. Every error the engine returns wraps exactly one of these
+// (or a context error), so callers branch with errors.Is; the wrapping *Error
+// carries what each master answered.
+var (
+	// ErrNotAcquired: another owner holds the lock. Retrying later may work.
+	ErrNotAcquired = errors.New("not acquired: the lock is held by another owner")
+	// ErrQuorumUnreachable: too many masters were down, slow or in
+	// quarantine to form a majority, so the engine could not decide. This is
+	// never reported for a lock that is merely taken.
+	ErrQuorumUnreachable = errors.New("quorum unreachable: too few masters answered in time")
+	// ErrNotHeld: the lock is not (or no longer) held: its validity ran
+	// out, an extension was refused, or it was already released.
+	ErrNotHeld = errors.New("lock not held")
+	// ErrInvalidArgument: a key, option or master list is malformed; the
+	// message says what to fix. Retrying the same call cannot succeed.
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrClosed: the Locker was closed.
+	ErrClosed = errors.New("locker closed")
+)
+
+// Answer is what one master answered in the last attempt of an operation.
+type Answer uint8
+
+const (
+	// NoAnswer: no reply arrived before the decision was made.
+	NoAnswer Answer = iota
+	// Granted: the master set, released or extended the key.
+	Granted
+	// Refused: the master answered no (key held by another value, or
+	// missing).
+	Refused
+	// Failed: the master gave no definite answer (unreachable, timed out,
+	// error reply). The operation may still have been applied.
+	Failed
+)
+
+func (a Answer) String() string {
+	switch a {
+	case Granted:
+		return "granted"
+	case Refused:
+		return "refused"
+	case Failed:
+		return "failed"
+	}
+	return "no answer"
+}
+
+// MasterAnswer is one master's part in an operation.
+type MasterAnswer struct {
+	Master string
+	Answer Answer
+	Err    error // set when Answer is Failed
+}
+
+// Error is the error type of every failed Lock, TryLock, Extend and Unlock.
+// It wraps a sentinel (or the context's error) and, for a cancelled Lock,
+// also the error of the last attempt, so both errors.Is(err,
+// context.Canceled) and errors.Is(err, ErrNotAcquired) can hold.
+type Error struct {
+	Op       string // "lock", "trylock", "extend", "unlock", "new"
+	Key      string
+	Err      error // a sentinel of this package or a context error
+	Last     error // for a cancelled operation: why the last attempt failed
+	Attempts int   // acquisition attempts made (Lock and TryLock)
+	Masters  []MasterAnswer
+	Detail   string // extra explanation, e.g. "validity used up by slow masters"
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("redlock: ")
+	b.WriteString(e.Op)
+	if e.Key != "" {
+		b.WriteString(" ")
+		b.WriteString(strconv.Quote(e.Key))
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Err.Error())
+	if e.Last != nil {
+		b.WriteString(" (last attempt: ")
+		b.WriteString(e.Last.Error())
+		b.WriteString(")")
+	}
+	if e.Detail != "" {
+		b.WriteString("; ")
+		b.WriteString(e.Detail)
+	}
+	if e.Attempts > 1 {
+		b.WriteString("; after ")
+		b.WriteString(strconv.Itoa(e.Attempts))
+		b.WriteString(" attempts")
+	}
+	if len(e.Masters) > 0 {
+		b.WriteString("; masters: ")
+		for i, m := range e.Masters {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(m.Master)
+			b.WriteString("=")
+			b.WriteString(m.Answer.String())
+			if m.Err != nil {
+				b.WriteString(" (")
+				b.WriteString(m.Err.Error())
+				b.WriteString(")")
+			}
+		}
+	}
+	return b.String()
+}
+
+// Unwrap lets errors.Is and errors.As see both the sentinel and, for a
+// cancelled operation, the last attempt's error.
+func (e *Error) Unwrap() []error {
+	if e.Last != nil {
+		return []error{e.Err, e.Last}
+	}
+	return []error{e.Err}
+}

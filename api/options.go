@@ -1,0 +1,254 @@
+package api
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+)
+
+// MaxKeyLen is the longest key the engine accepts, in bytes. Redis itself
+// allows far longer keys, but a lock key is a name, and a bound keeps a bad
+// key (a whole request body, say) from being copied to every master.
+const MaxKeyLen = 1024
+
+// MaxMasters is the largest number of masters one engine drives.
+const MaxMasters = 64
+
+// Options configures an engine, and per call the lock it takes. Start from
+// DefaultOptions; the With* functions change one field each and fail on a
+// bad value.
+type Options struct {
+	// TTL is how long a lock lives on the masters unless extended. Default 10s.
+	TTL time.Duration
+	// DriftFactor is the share of TTL set aside for clock drift between
+	// masters; drift = TTL*DriftFactor + 2ms. Default 0.01.
+	DriftFactor float64
+	// MasterTimeout bounds how long one master may take to answer one
+	// operation; a dead or paused master costs at most this much. It should
+	// be small next to TTL. Default 100ms. Engine-wide.
+	MasterTimeout time.Duration
+	// Retry shapes how Lock retries a failed attempt.
+	Retry Retry
+	// MaxExtensions bounds how often one lock can be extended, so that a
+	// stuck holder cannot keep a lock forever. Default 1000; 0 forbids
+	// extension.
+	MaxExtensions int
+	// Logger receives the engine's and the actor system's logs. Default: a
+	// logger that discards everything. Engine-wide.
+	Logger *slog.Logger
+	// Coordinators is the number of coordinator actors; keys are sharded
+	// over them. Default: 2. Engine-wide.
+	Coordinators int
+	// MaxBatch is the most operations a node actor sends to its master in
+	// one batch. Default 512. Engine-wide.
+	MaxBatch int
+	// MaxInFlight is the most batches a node actor has in flight to its
+	// master at once. Default 2. Engine-wide.
+	MaxInFlight int
+}
+
+// Retry is the retry budget and backoff shape of Lock. Delays grow from
+// InitialInterval by Multiplier up to MaxInterval, each randomized by
+// ±RandomizationFactor, and are never shorter than the attempt that failed,
+// so that competing clients fall out of step.
+type Retry struct {
+	// MaxAttempts bounds the attempts of one Lock call; 0 means keep trying
+	// until the context ends (as sync.Mutex.Lock and etcd's Mutex.Lock do).
+	MaxAttempts         int
+	InitialInterval     time.Duration // default 5ms
+	MaxInterval         time.Duration // default 250ms
+	Multiplier          float64       // default 2
+	RandomizationFactor float64       // default 0.5
+}
+
+// DefaultOptions returns the defaults described on each field.
+func DefaultOptions() Options {
+	return Options{
+		TTL:           10 * time.Second,
+		DriftFactor:   0.01,
+		MasterTimeout: 100 * time.Millisecond,
+		Retry: Retry{
+			InitialInterval:     5 * time.Millisecond,
+			MaxInterval:         250 * time.Millisecond,
+			Multiplier:          2,
+			RandomizationFactor: 0.5,
+		},
+		MaxExtensions: 1000,
+		Coordinators:  2,
+		MaxBatch:      512,
+		MaxInFlight:   2,
+	}
+}
+
+// Option changes Options and may fail; a failure is an ErrInvalidArgument.
+type Option func(*Options) error
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+}
+
+// WithTTL sets the lock's time to live. It is rounded up to whole
+// milliseconds, the resolution of the masters' PX.
+func WithTTL(ttl time.Duration) Option {
+	return func(o *Options) error {
+		if ttl <= 0 {
+			return invalid("ttl %v must be positive", ttl)
+		}
+		o.TTL = ttl
+		return nil
+	}
+}
+
+// WithDriftFactor sets the clock-drift allowance as a share of TTL.
+func WithDriftFactor(f float64) Option {
+	return func(o *Options) error {
+		if !(f >= 0 && f < 0.5) {
+			return invalid("drift factor %v must be in [0, 0.5)", f)
+		}
+		o.DriftFactor = f
+		return nil
+	}
+}
+
+// WithMasterTimeout sets the engine-wide bound on one master's answer.
+func WithMasterTimeout(d time.Duration) Option {
+	return func(o *Options) error {
+		if d <= 0 {
+			return invalid("master timeout %v must be positive", d)
+		}
+		o.MasterTimeout = d
+		return nil
+	}
+}
+
+// WithRetry replaces the retry budget and backoff shape.
+func WithRetry(r Retry) Option {
+	return func(o *Options) error {
+		o.Retry = r
+		return o.Retry.validate()
+	}
+}
+
+// WithMaxAttempts bounds the attempts of Lock (0: until the context ends).
+func WithMaxAttempts(n int) Option {
+	return func(o *Options) error {
+		if n < 0 {
+			return invalid("max attempts %d must be >= 0 (0 means until the context ends)", n)
+		}
+		o.Retry.MaxAttempts = n
+		return nil
+	}
+}
+
+// WithMaxExtensions bounds the extensions of one lock.
+func WithMaxExtensions(n int) Option {
+	return func(o *Options) error {
+		if n < 0 {
+			return invalid("max extensions %d must be >= 0", n)
+		}
+		o.MaxExtensions = n
+		return nil
+	}
+}
+
+// WithLogger routes the engine's logs (and protoactor's) to l.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *Options) error {
+		o.Logger = l
+		return nil
+	}
+}
+
+// WithCoordinators sets the number of coordinator shards.
+func WithCoordinators(n int) Option {
+	return func(o *Options) error {
+		if n < 1 || n > 256 {
+			return invalid("coordinators %d must be between 1 and 256", n)
+		}
+		o.Coordinators = n
+		return nil
+	}
+}
+
+// WithBatching sets the node actors' batch size and batches in flight.
+func WithBatching(maxBatch, maxInFlight int) Option {
+	return func(o *Options) error {
+		if maxBatch < 1 || maxInFlight < 1 {
+			return invalid("batching (%d ops, %d in flight) must both be at least 1", maxBatch, maxInFlight)
+		}
+		o.MaxBatch, o.MaxInFlight = maxBatch, maxInFlight
+		return nil
+	}
+}
+
+// Drift is the allowance subtracted from every validity: TTL*DriftFactor + 2ms.
+func (o *Options) Drift() time.Duration {
+	return time.Duration(float64(o.TTL)*o.DriftFactor) + 2*time.Millisecond
+}
+
+// Validate checks the whole set, including what single options cannot see
+// (a TTL too short for its own drift), and rounds TTL up to milliseconds.
+func (o *Options) Validate() error {
+	if o.TTL <= 0 {
+		return invalid("ttl %v must be positive", o.TTL)
+	}
+	if r := o.TTL % time.Millisecond; r != 0 {
+		o.TTL += time.Millisecond - r
+	}
+	if o.TTL > time.Duration(math.MaxInt32)*time.Millisecond {
+		return invalid("ttl %v is too long (at most %v)", o.TTL, time.Duration(math.MaxInt32)*time.Millisecond)
+	}
+	if !(o.DriftFactor >= 0 && o.DriftFactor < 0.5) {
+		return invalid("drift factor %v must be in [0, 0.5)", o.DriftFactor)
+	}
+	if o.TTL-o.Drift() < time.Millisecond {
+		return invalid("ttl %v is too short for its clock-drift allowance %v: use a ttl of at least %v",
+			o.TTL, o.Drift(), minTTL(o.DriftFactor))
+	}
+	if o.MasterTimeout <= 0 {
+		return invalid("master timeout %v must be positive", o.MasterTimeout)
+	}
+	if o.MaxExtensions < 0 {
+		return invalid("max extensions %d must be >= 0", o.MaxExtensions)
+	}
+	if o.Coordinators < 1 || o.Coordinators > 256 {
+		return invalid("coordinators %d must be between 1 and 256", o.Coordinators)
+	}
+	if o.MaxBatch < 1 || o.MaxInFlight < 1 {
+		return invalid("batching (%d ops, %d in flight) must both be at least 1", o.MaxBatch, o.MaxInFlight)
+	}
+	return o.Retry.validate()
+}
+
+// minTTL is the smallest TTL whose validity can be at least 1ms.
+func minTTL(f float64) time.Duration {
+	return time.Duration(math.Ceil(3/(1-f))) * time.Millisecond
+}
+
+func (r *Retry) validate() error {
+	switch {
+	case r.MaxAttempts < 0:
+		return invalid("retry: max attempts %d must be >= 0", r.MaxAttempts)
+	case r.InitialInterval <= 0:
+		return invalid("retry: initial interval %v must be positive", r.InitialInterval)
+	case r.MaxInterval < r.InitialInterval:
+		return invalid("retry: max interval %v must be at least the initial interval %v", r.MaxInterval, r.InitialInterval)
+	case !(r.Multiplier >= 1):
+		return invalid("retry: multiplier %v must be at least 1", r.Multiplier)
+	case !(r.RandomizationFactor >= 0 && r.RandomizationFactor <= 1):
+		return invalid("retry: randomization factor %v must be in [0, 1]", r.RandomizationFactor)
+	}
+	return nil
+}
+
+// CheckKey reports why key cannot be a lock key, or nil.
+func CheckKey(key string) error {
+	if key == "" {
+		return invalid("empty key: give the lock a name")
+	}
+	if len(key) > MaxKeyLen {
+		return invalid("key of %d bytes is longer than the %d-byte limit: use a shorter name (a hash of a long one)", len(key), MaxKeyLen)
+	}
+	return nil
+}

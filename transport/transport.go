@@ -1,0 +1,170 @@
+// Package transport is the plugin interface between the lock engine and one
+// master. The engine owns one Transport per master and talks to it only in
+// batches, so a transport can pipeline: everything a node actor has queued
+// goes to the master in one write, and the replies come back in one read.
+//
+// The required interface is deliberately small (Do and Close). Anything more a
+// transport can offer (health checks, server info) is an optional interface
+// that the engine discovers by type assertion, in the way database/sql/driver
+// does it.
+//
+// # Contract
+//
+// A Transport must honour these rules; the conformance suite in
+// transport/transporttest checks them, and every transport (ours or yours)
+// should run it from its own tests.
+//
+//   - Ops within one batch are applied to the master in slice order.
+//   - Do may be called concurrently from several goroutines. The engine never
+//     has two batches in flight at once that share a key, so per-key order
+//     holds across batches without the transport doing anything special.
+//   - Acquire is SET key value NX PX ttl: OK=true when the key was set,
+//     OK=false (with a nil Err) when the key already exists.
+//   - Release deletes the key only if it holds Value; OK reports whether it
+//     did. Extend sets a new PX of TTL only if the key holds Value; it never
+//     creates a missing key. OK reports whether it did.
+//   - Result.Err is set when the master did not give a definite answer for
+//     that op. Such an op may still have been applied: a timed-out SET may
+//     have succeeded on the master. The engine therefore cleans up after
+//     every op that failed, and a transport must never report OK=false with a
+//     nil Err unless the master really answered "no".
+//   - Do returns a non-nil error only when the batch as a whole failed (for
+//     example the connection broke or ctx ended); it then sets every
+//     Result.Err as well, so callers can read results alone.
+//   - Do must return once ctx is done, even if the master never answers.
+//   - After Close, Do fails every op with an error wrapping ErrClosed.
+//     Close is idempotent.
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// OpKind names an operation on one master.
+type OpKind uint8
+
+const (
+	// Acquire is SET key value NX PX ttl.
+	Acquire OpKind = iota + 1
+	// Release is the compare-and-delete script: delete key if it holds value.
+	Release
+	// Extend is the compare-and-pexpire script: set a new ttl on key if it
+	// holds value. A missing key is never re-created.
+	Extend
+)
+
+func (k OpKind) String() string {
+	switch k {
+	case Acquire:
+		return "acquire"
+	case Release:
+		return "release"
+	case Extend:
+		return "extend"
+	}
+	return "unknown"
+}
+
+// Op is one operation on one master. TTL is used by Acquire and Extend and
+// is sent in whole milliseconds (PX); the engine only produces whole
+// milliseconds.
+type Op struct {
+	Kind  OpKind
+	Key   string
+	Value string
+	TTL   time.Duration
+}
+
+// Result is the outcome of one Op.
+type Result struct {
+	// OK is true when the op took effect: the key was set, deleted or
+	// extended.
+	OK bool
+	// Err is non-nil when the master gave no definite answer. The op may
+	// still have been applied.
+	Err error
+}
+
+// Transport is one master.
+type Transport interface {
+	// Do applies ops in order and fills results[i] for ops[i];
+	// len(results) == len(ops). See the package documentation for the
+	// rules a transport must keep.
+	Do(ctx context.Context, ops []Op, results []Result) error
+	// Close releases the transport's resources (connections, goroutines).
+	Close() error
+}
+
+// ServerInfo is what a master says about itself.
+type ServerInfo struct {
+	// RunID changes every time the master process starts.
+	RunID string
+	// Uptime is how long the master process has been running.
+	Uptime time.Duration
+}
+
+// InfoReporter is an optional interface: a transport that can report the
+// master's run id and uptime. The engine needs it to keep a restarted master
+// out of the quorum; a transport without it is assumed to never restart
+// without its data.
+type InfoReporter interface {
+	ServerInfo(ctx context.Context) (ServerInfo, error)
+}
+
+// Pinger is an optional interface: a transport that can check that the
+// master answers, and how fast.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Namer is an optional interface: a transport that can name its master for
+// error messages (for example "127.0.0.1:6379"). Without it the engine uses
+// the master's position ("master 3").
+type Namer interface {
+	Name() string
+}
+
+// Errors a transport reports, wrapped with detail.
+var (
+	// ErrClosed: Do was called after Close.
+	ErrClosed = errors.New("transport closed")
+	// ErrUnavailable: the master cannot be reached now (connection refused,
+	// reconnecting). Returned fast, without waiting for a timeout.
+	ErrUnavailable = errors.New("master unavailable")
+	// ErrInvalidOp: the op itself is malformed (unknown kind, empty key,
+	// ttl < 1ms for Acquire or Extend).
+	ErrInvalidOp = errors.New("invalid op")
+)
+
+// Check reports the first reason op is malformed, or nil. Transports use it
+// so that they all reject the same ops with the same error.
+func Check(op *Op) error {
+	switch op.Kind {
+	case Acquire, Extend:
+		if op.TTL < time.Millisecond {
+			return fmt.Errorf("%w: %s: ttl %v is below 1ms", ErrInvalidOp, op.Kind, op.TTL)
+		}
+	case Release:
+	default:
+		return fmt.Errorf("%w: unknown op kind %d", ErrInvalidOp, op.Kind)
+	}
+	if op.Key == "" {
+		return fmt.Errorf("%w: %s: empty key", ErrInvalidOp, op.Kind)
+	}
+	if op.Value == "" {
+		return fmt.Errorf("%w: %s: empty value", ErrInvalidOp, op.Kind)
+	}
+	return nil
+}
+
+// Fail sets every result's Err to err and returns err. Transports use it when a
+// whole batch fails.
+func Fail(results []Result, err error) error {
+	for i := range results {
+		results[i] = Result{Err: err}
+	}
+	return err
+}
