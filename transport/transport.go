@@ -27,7 +27,8 @@
 //     that op. Such an op may still have been applied: a timed-out SET may
 //     have succeeded on the master. The engine therefore cleans up after
 //     every op that failed, and a transport must never report OK=false with a
-//     nil Err unless the master really answered "no".
+//     nil Err unless the master really answered "no". (An op rejected by
+//     Check, with ErrInvalidOp, was never sent.)
 //   - Do returns a non-nil error only when the batch as a whole failed (for
 //     example the connection broke or ctx ended); it then sets every
 //     Result.Err as well, so callers can read results alone.
@@ -69,8 +70,9 @@ func (k OpKind) String() string {
 }
 
 // Op is one operation on one master. TTL is used by Acquire and Extend and
-// is sent in whole milliseconds (PX); the engine only produces whole
-// milliseconds.
+// must be a whole number of milliseconds (the resolution of PX): rounding it
+// either way would make the master's expiry differ from the one the engine
+// computes validity with, so Check rejects anything else.
 type Op struct {
 	Kind  OpKind
 	Key   string
@@ -146,6 +148,9 @@ func Check(op *Op) error {
 	case Acquire, Extend:
 		if op.TTL < time.Millisecond {
 			return fmt.Errorf("%w: %s: ttl %v is below 1ms", ErrInvalidOp, op.Kind, op.TTL)
+		}
+		if op.TTL%time.Millisecond != 0 {
+			return fmt.Errorf("%w: %s: ttl %v is not a whole number of milliseconds", ErrInvalidOp, op.Kind, op.TTL)
 		}
 	case Release:
 	default:

@@ -1,0 +1,237 @@
+package memory_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/quorumlock/redlock/transport"
+	"github.com/quorumlock/redlock/transport/memory"
+	"github.com/quorumlock/redlock/transport/transporttest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestConformance(t *testing.T) {
+	m := memory.New()
+	transporttest.Run(t, func(t *testing.T) transport.Transport { return m.Transport() })
+	// Every subtest frees what it holds or uses ttls of 10s at most, so some
+	// keys are still live here; what matters is that the suite saw one master.
+	if m.Len() == 0 {
+		t.Error("the suite left no key at all on the master: were its clients on another master?")
+	}
+}
+
+func do(t *testing.T, c transport.Transport, ops ...transport.Op) []transport.Result {
+	t.Helper()
+	res := make([]transport.Result, len(ops))
+	if err := c.Do(context.Background(), ops, res); err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	return res
+}
+
+func acq(k, v string, ttl time.Duration) transport.Op {
+	return transport.Op{Kind: transport.Acquire, Key: k, Value: v, TTL: ttl}
+}
+
+func rel(k, v string) transport.Op { return transport.Op{Kind: transport.Release, Key: k, Value: v} }
+
+func info(t *testing.T, c transport.Transport) transport.ServerInfo {
+	t.Helper()
+	si, err := c.(transport.InfoReporter).ServerInfo(context.Background())
+	if err != nil {
+		t.Fatalf("ServerInfo: %v", err)
+	}
+	return si
+}
+
+func TestRestart(t *testing.T) {
+	m := memory.New()
+	c := m.Transport()
+	defer c.Close()
+	do(t, c, acq("a", "1", time.Hour), acq("b", "1", time.Hour))
+	time.Sleep(10 * time.Millisecond)
+	before := info(t, c)
+	if len(before.RunID) != 40 {
+		t.Errorf("RunID %q: want 40 hex digits like Redis's run_id", before.RunID)
+	}
+	if before.Uptime < 10*time.Millisecond {
+		t.Errorf("Uptime %v, want at least the 10ms slept since New", before.Uptime)
+	}
+
+	m.Restart()
+
+	after := info(t, c)
+	if after.RunID == before.RunID || len(after.RunID) != 40 {
+		t.Errorf("RunID after Restart = %q (before %q), want a new 40-hex id", after.RunID, before.RunID)
+	}
+	if after.Uptime >= before.Uptime {
+		t.Errorf("Uptime after Restart = %v, want it to restart from 0 (was %v)", after.Uptime, before.Uptime)
+	}
+	if n := m.Len(); n != 0 {
+		t.Errorf("Len after Restart = %d, want 0", n)
+	}
+	if r := do(t, c, acq("a", "2", time.Hour)); !r[0].OK {
+		t.Error("Acquire of a key held before Restart failed: Restart did not forget it")
+	}
+}
+
+func TestLenGetHonourExpiry(t *testing.T) {
+	m := memory.New()
+	c := m.Transport()
+	defer c.Close()
+	do(t, c, acq("short", "s", 20*time.Millisecond), acq("long", "l", time.Hour))
+	if v, ok := m.Get("short"); !ok || v != "s" {
+		t.Errorf(`Get("short") = %q, %v; want "s", true`, v, ok)
+	}
+	if n := m.Len(); n != 2 {
+		t.Errorf("Len = %d, want 2", n)
+	}
+	time.Sleep(40 * time.Millisecond)
+	if v, ok := m.Get("short"); ok {
+		t.Errorf(`Get("short") after its ttl = %q, true; want absent`, v)
+	}
+	if v, ok := m.Get("long"); !ok || v != "l" {
+		t.Errorf(`Get("long") = %q, %v; want "l", true`, v, ok)
+	}
+	if n := m.Len(); n != 1 {
+		t.Errorf("Len after one key expired = %d, want 1", n)
+	}
+}
+
+func TestNames(t *testing.T) {
+	a, b := memory.New().Transport(), memory.New().Transport()
+	na, nb := a.(transport.Namer).Name(), b.(transport.Namer).Name()
+	if len(na) != len("memory-")+8 || na[:7] != "memory-" || na == nb {
+		t.Errorf("generated names %q and %q: want distinct memory-<8 hex>", na, nb)
+	}
+	if got := memory.NewNamed("m3").Transport().(transport.Namer).Name(); got != "m3" {
+		t.Errorf("NewNamed(m3) name = %q", got)
+	}
+	c := memory.NewNamed("m3").Transport()
+	c.Close()
+	if err := c.(transport.Pinger).Ping(context.Background()); err == nil {
+		t.Error("Ping on a closed client = nil, want ErrClosed")
+	}
+}
+
+// Clients of one master share keys, clients of different masters do not.
+func TestMastersAreIndependent(t *testing.T) {
+	m1, m2 := memory.New(), memory.New()
+	c1, c2 := m1.Transport(), m2.Transport()
+	do(t, c1, acq("k", "v", time.Hour))
+	if r := do(t, c2, acq("k", "w", time.Hour)); !r[0].OK {
+		t.Error("a key on one master blocked an Acquire on another")
+	}
+	if r := do(t, m1.Transport(), acq("k", "w", time.Hour)); r[0].OK {
+		t.Error("a second client of the master did not see its key")
+	}
+}
+
+func TestMismatchedResults(t *testing.T) {
+	c := memory.New().Transport()
+	res := make([]transport.Result, 1)
+	err := c.Do(context.Background(), []transport.Op{acq("k", "v", time.Second), rel("k", "v")}, res)
+	if err == nil || res[0].Err == nil {
+		t.Errorf("Do with 2 ops and 1 result = %v (result %+v), want an error", err, res[0])
+	}
+}
+
+// raceEnabled is set by race_test.go: the race detector instruments
+// allocations, so allocation counts are only meaningful without it.
+var raceEnabled bool
+
+func TestAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under the race detector")
+	}
+	m := memory.New()
+	c := m.Transport()
+	ops, res := pairBatch("alloc", 64)
+	ctx := context.Background()
+	_ = c.Do(ctx, ops, res) // the first batch creates the map slots
+	// Acquire of a free key and Release of a held one reuse the slots the
+	// previous batch freed, so a steady lock workload allocates nothing.
+	if n := testing.AllocsPerRun(1000, func() { _ = c.Do(ctx, ops, res) }); n != 0 {
+		t.Errorf("Do(64 acquire + 64 release) allocates %v times per batch, want 0", n)
+	}
+	for i := range 64 {
+		if !res[i].OK || !res[64+i].OK {
+			t.Fatalf("op %d/%d did not succeed: %+v %+v", i, 64+i, res[i], res[64+i])
+		}
+	}
+	ext := []transport.Op{acq("held", "v", time.Hour), {Kind: transport.Extend, Key: "held", Value: "v", TTL: time.Hour}}
+	if n := testing.AllocsPerRun(1000, func() { _ = c.Do(ctx, ext, res[:2]) }); n != 0 {
+		t.Errorf("Do(failed Acquire + Extend) allocates %v times per batch, want 0", n)
+	}
+}
+
+// pairBatch returns n Acquires of distinct keys followed by their Releases.
+func pairBatch(prefix string, n int) ([]transport.Op, []transport.Result) {
+	ops := make([]transport.Op, 0, 2*n)
+	for i := range n {
+		ops = append(ops, acq(fmt.Sprintf("%s:%d", prefix, i), "v", 10*time.Second))
+	}
+	for i := range n {
+		ops = append(ops, rel(ops[i].Key, "v"))
+	}
+	return ops, make([]transport.Result, len(ops))
+}
+
+// BenchmarkDo measures one batch of 64 Acquires of free keys and their 64
+// Releases, the shape of a busy node actor's pipeline.
+func BenchmarkDo(b *testing.B) {
+	ctx := context.Background()
+	b.Run("serial", func(b *testing.B) {
+		c := memory.New().Transport()
+		ops, res := pairBatch("bench", 64)
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = c.Do(ctx, ops, res)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(ops)), "ns/lockop")
+	})
+	b.Run("parallel", func(b *testing.B) {
+		m := memory.New()
+		var id atomic.Int64
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			c := m.Transport()
+			ops, res := pairBatch(fmt.Sprint("bench", id.Add(1)), 64)
+			for pb.Next() {
+				_ = c.Do(ctx, ops, res)
+			}
+		})
+	})
+}
+
+func ExampleMaster() {
+	m := memory.NewNamed("example")
+	c := m.Transport()
+	defer c.Close()
+
+	ops := []transport.Op{
+		{Kind: transport.Acquire, Key: "lock:a", Value: "me", TTL: 10 * time.Second},
+		{Kind: transport.Acquire, Key: "lock:a", Value: "you", TTL: 10 * time.Second},
+		{Kind: transport.Release, Key: "lock:a", Value: "you"},
+	}
+	results := make([]transport.Result, len(ops))
+	if err := c.Do(context.Background(), ops, results); err != nil {
+		panic(err)
+	}
+	for i, r := range results {
+		fmt.Println(ops[i].Kind, ops[i].Value, r.OK)
+	}
+	v, _ := m.Get("lock:a")
+	fmt.Println("held by", v, "- live keys:", m.Len())
+	// Output:
+	// acquire me true
+	// acquire you false
+	// release you false
+	// held by me - live keys: 1
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package memory_test
+
+func init() { raceEnabled = true }

@@ -1,0 +1,526 @@
+// Package transporttest is the conformance suite for transport.Transport. It
+// checks the contract documented in package transport against a live master,
+// so every transport (the ones in this module, and yours) should run it from
+// its own tests:
+//
+//	func TestConformance(t *testing.T) {
+//		addr := startMaster(t) // however your transport finds a master
+//		transporttest.Run(t, func(t *testing.T) transport.Transport {
+//			c, err := mytransport.Dial(addr)
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			return c
+//		})
+//	}
+//
+// Every call of newClient must return a new client of one and the same
+// master. The suite closes every client it gets. It writes only keys under a
+// random "transporttest:<hex>:" prefix per subtest, each with a ttl of at most
+// 10s, so it can share a real redis-server that holds other data, and it leaves
+// nothing behind for longer than that.
+//
+// The suite measures ttls on the wall against the master's expiry, with
+// margins of 100ms or more, so a master farther away than that (or a badly
+// overloaded test machine) will see the extend and expiry subtests fail.
+// It takes about half a second, most of it waiting for keys to expire.
+package transporttest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock/transport"
+)
+
+// hold is the ttl of keys that must stay held for the whole subtest.
+const hold = 10 * time.Second
+
+// Run runs the conformance suite. newClient returns a new client of one and
+// the same master each time it is called; the master may hold other data (the
+// suite uses unique random keys), so it works against a shared real
+// redis-server too. The suite closes every client it creates.
+func Run(t *testing.T, newClient func(t *testing.T) transport.Transport) {
+	t.Helper()
+	s := &suite{newClient: newClient}
+	for _, sub := range []struct {
+		name string
+		run  func(*testing.T, *suite)
+	}{
+		{"acquire", testAcquire},
+		{"contend", testContend},
+		{"release", testRelease},
+		{"extend", testExtend},
+		{"expiry", testExpiry},
+		{"order", testOrder},
+		{"concurrent-do", testConcurrentDo},
+		{"errors", testErrors},
+		{"close", testClose},
+		{"optional", testOptional},
+	} {
+		t.Run(sub.name, func(t *testing.T) { sub.run(t, s) })
+	}
+}
+
+type suite struct {
+	newClient func(t *testing.T) transport.Transport
+}
+
+// client returns a new client that is closed when t ends.
+func (s *suite) client(t *testing.T) transport.Transport {
+	t.Helper()
+	c := s.newClient(t)
+	if c == nil {
+		t.Fatal("newClient returned nil")
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// keyspace returns a function that names keys under a prefix no other run,
+// subtest or user of a shared master can collide with.
+func keyspace(t *testing.T) func(name string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	prefix := "transporttest:" + hex.EncodeToString(b[:]) + ":"
+	return func(name string) string { return prefix + name }
+}
+
+func acq(key, value string, ttl time.Duration) transport.Op {
+	return transport.Op{Kind: transport.Acquire, Key: key, Value: value, TTL: ttl}
+}
+
+func rel(key, value string) transport.Op {
+	return transport.Op{Kind: transport.Release, Key: key, Value: value}
+}
+
+func ext(key, value string, ttl time.Duration) transport.Op {
+	return transport.Op{Kind: transport.Extend, Key: key, Value: value, TTL: ttl}
+}
+
+func describe(op transport.Op) string {
+	return fmt.Sprintf("%s(key=%q value=%q ttl=%v)", op.Kind, op.Key, op.Value, op.TTL)
+}
+
+// step is one op of a batch and the OK it must get (with a nil Err).
+type step struct {
+	op transport.Op
+	ok bool
+}
+
+// do sends ops as one batch that must not fail as a whole.
+func do(t *testing.T, c transport.Transport, ops ...transport.Op) []transport.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), hold)
+	defer cancel()
+	res := make([]transport.Result, len(ops))
+	if err := c.Do(ctx, ops, res); err != nil {
+		t.Fatalf("Do(%d ops): unexpected batch error: %v", len(ops), err)
+	}
+	return res
+}
+
+// expect sends steps as one batch and checks every result.
+func expect(t *testing.T, c transport.Transport, steps ...step) {
+	t.Helper()
+	ops := make([]transport.Op, len(steps))
+	for i, s := range steps {
+		ops[i] = s.op
+	}
+	for i, r := range do(t, c, ops...) {
+		if r.Err != nil || r.OK != steps[i].ok {
+			t.Errorf("op %d %s: OK=%v Err=%v, want OK=%v Err=nil", i, describe(ops[i]), r.OK, r.Err, steps[i].ok)
+		}
+	}
+}
+
+func testAcquire(t *testing.T, s *suite) {
+	k := keyspace(t)("k")
+	c, other := s.client(t), s.client(t)
+	expect(t, c, step{acq(k, "v1", hold), true})
+	expect(t, c, step{acq(k, "v2", hold), false})
+	// NX refuses the holder's own value too: Acquire is not re-entrant.
+	expect(t, c, step{acq(k, "v1", hold), false})
+	// Both clients must see the one master.
+	expect(t, other, step{acq(k, "v3", hold), false})
+}
+
+func testContend(t *testing.T, s *suite) {
+	const perClient, rounds = 8, 10
+	ks := keyspace(t)
+	clients := []transport.Transport{s.client(t), s.client(t)}
+	ctx, cancel := context.WithTimeout(t.Context(), hold)
+	defer cancel()
+	for r := range rounds {
+		k := ks(fmt.Sprint(r))
+		var (
+			wg      sync.WaitGroup
+			start   = make(chan struct{})
+			mu      sync.Mutex
+			winners []string
+		)
+		for ci, c := range clients {
+			for g := range perClient {
+				v := fmt.Sprintf("c%d-g%d", ci, g)
+				wg.Go(func() {
+					<-start
+					res := make([]transport.Result, 1)
+					err := c.Do(ctx, []transport.Op{acq(k, v, hold)}, res)
+					switch {
+					case err != nil || res[0].Err != nil:
+						t.Errorf("round %d: Acquire %s: batch error %v, op error %v", r, v, err, res[0].Err)
+					case res[0].OK:
+						mu.Lock()
+						winners = append(winners, v)
+						mu.Unlock()
+					}
+				})
+			}
+		}
+		close(start)
+		wg.Wait()
+		if len(winners) != 1 {
+			t.Fatalf("round %d: %d of %d racing Acquires won (%v), want exactly 1",
+				r, len(winners), perClient*len(clients), winners)
+		}
+		// The winner is the one the master kept.
+		expect(t, clients[1], step{rel(k, winners[0]), true})
+	}
+}
+
+func testRelease(t *testing.T, s *suite) {
+	ks := keyspace(t)
+	k, missing := ks("k"), ks("missing")
+	c := s.client(t)
+	expect(t, c, step{acq(k, "v1", hold), true})
+	expect(t, c, step{rel(k, "v2"), false})
+	expect(t, c, step{acq(k, "v3", hold), false}) // the wrong-value Release left it held
+	expect(t, c, step{rel(k, "v1"), true})
+	expect(t, c, step{acq(k, "v4", hold), true}) // the right-value Release freed it
+	expect(t, c, step{rel(k, "v1"), false})      // the old holder cannot release the new one
+	expect(t, c, step{rel(missing, "v1"), false})
+}
+
+func testExtend(t *testing.T, s *suite) {
+	ks := keyspace(t)
+	longer, shorter, missing := ks("longer"), ks("shorter"), ks("missing")
+	c := s.client(t)
+	start := time.Now()
+	expect(t, c,
+		step{acq(longer, "v", 150*time.Millisecond), true},
+		step{ext(longer, "other", 2*time.Second), false},
+		step{ext(longer, "v", 2*time.Second), true},
+		// Extend sets a new ttl rather than adding to the old one, so it
+		// can also shorten a lock.
+		step{acq(shorter, "v", hold), true},
+		step{ext(shorter, "v", 50*time.Millisecond), true},
+		step{ext(missing, "v", hold), false},
+	)
+	// Extend never creates a missing key.
+	expect(t, c, step{acq(missing, "other", hold), true})
+	time.Sleep(300*time.Millisecond - time.Since(start))
+	expect(t, c,
+		step{acq(longer, "other", hold), false}, // outlived its original 150ms
+		step{acq(shorter, "other", hold), true}, // gone after 50ms
+		step{rel(longer, "v"), true},
+	)
+}
+
+func testExpiry(t *testing.T, s *suite) {
+	k := keyspace(t)("k")
+	c := s.client(t)
+	expect(t, c, step{acq(k, "v1", 50*time.Millisecond), true}, step{acq(k, "v2", hold), false})
+	time.Sleep(120 * time.Millisecond)
+	expect(t, c,
+		step{ext(k, "v1", hold), false}, // an expired lock cannot be revived
+		step{rel(k, "v1"), false},
+		step{acq(k, "v2", hold), true},
+	)
+}
+
+func testOrder(t *testing.T, s *suite) {
+	c := s.client(t)
+	t.Run("fixed", func(t *testing.T) {
+		k := keyspace(t)("k")
+		expect(t, c,
+			step{acq(k, "v1", hold), true},
+			step{rel(k, "v1"), true},
+			step{acq(k, "v2", hold), true},
+			step{ext(k, "v1", hold), false},
+			step{rel(k, "v1"), false},
+			step{acq(k, "v3", hold), false},
+		)
+	})
+	t.Run("random", func(t *testing.T) {
+		seed := mrand.Uint64()
+		t.Logf("seed %d", seed)
+		rng := mrand.New(mrand.NewPCG(seed, seed))
+		ks := keyspace(t)
+		keys := make([]string, 100)
+		for i := range keys {
+			keys[i] = ks(fmt.Sprint(i))
+		}
+		m := model{}
+		ops := randomOps(rng, keys, 1000)
+		for i, r := range do(t, c, ops...) {
+			if want := m.apply(ops[i]); r.Err != nil || r.OK != want {
+				t.Fatalf("op %d %s: OK=%v Err=%v, want OK=%v Err=nil (seed %d)", i, describe(ops[i]), r.OK, r.Err, want, seed)
+			}
+		}
+		expect(t, c, m.verify(keys)...)
+	})
+}
+
+func testConcurrentDo(t *testing.T, s *suite) {
+	const workers, rounds, keysPer, batch = 16, 20, 5, 50
+	c := s.client(t)
+	ks := keyspace(t)
+	ctx, cancel := context.WithTimeout(t.Context(), hold)
+	defer cancel()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			rng := mrand.New(mrand.NewPCG(uint64(w), mrand.Uint64()))
+			keys := make([]string, keysPer)
+			for i := range keys {
+				keys[i] = ks(fmt.Sprintf("w%d-%d", w, i))
+			}
+			// Batches differ from worker to worker and round to round, so
+			// results delivered to the wrong caller would not match.
+			m := model{}
+			for r := range rounds {
+				ops := randomOps(rng, keys, batch)
+				res := make([]transport.Result, len(ops))
+				if err := c.Do(ctx, ops, res); err != nil {
+					t.Errorf("worker %d round %d: batch error: %v", w, r, err)
+					return
+				}
+				for i, got := range res {
+					if want := m.apply(ops[i]); got.Err != nil || got.OK != want {
+						t.Errorf("worker %d round %d op %d %s: OK=%v Err=%v, want OK=%v Err=nil",
+							w, r, i, describe(ops[i]), got.OK, got.Err, want)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func testErrors(t *testing.T, s *suite) {
+	c := s.client(t)
+	t.Run("invalid ops", func(t *testing.T) {
+		ks := keyspace(t)
+		k, valid, after := ks("k"), ks("valid"), ks("after")
+		invalid := []struct {
+			name string
+			op   transport.Op
+		}{
+			{"kind 0", transport.Op{Key: k, Value: "v", TTL: hold}},
+			{"unknown kind", transport.Op{Kind: 99, Key: k, Value: "v", TTL: hold}},
+			{"acquire empty key", acq("", "v", hold)},
+			{"acquire empty value", acq(k, "", hold)},
+			{"acquire ttl 0", acq(k, "v", 0)},
+			{"acquire ttl 999us", acq(k, "v", 999*time.Microsecond)},
+			{"acquire negative ttl", acq(k, "v", -time.Second)},
+			{"release empty key", rel("", "v")},
+			{"release empty value", rel(k, "")},
+			{"extend empty value", ext(k, "", hold)},
+			{"extend ttl 1us", ext(k, "v", time.Microsecond)},
+		}
+		// Valid ops around the invalid ones must be applied normally; the
+		// final Acquire of k shows that no invalid op touched k.
+		ops := []transport.Op{acq(valid, "v", hold)}
+		for _, in := range invalid {
+			ops = append(ops, in.op)
+		}
+		ops = append(ops, rel(valid, "v"), acq(k, "w", hold), rel(k, "w"), acq(after, "v", hold))
+		res := do(t, c, ops...)
+		for i, in := range invalid {
+			if r := res[1+i]; r.OK || !errors.Is(r.Err, transport.ErrInvalidOp) {
+				t.Errorf("%s: OK=%v Err=%v, want OK=false and Err wrapping ErrInvalidOp", in.name, r.OK, r.Err)
+			}
+		}
+		for i := len(invalid) + 1; i < len(ops); i++ {
+			if r := res[i]; r.Err != nil || !r.OK {
+				t.Errorf("valid op %d %s in a batch with invalid ops: OK=%v Err=%v, want OK=true", i, describe(ops[i]), r.OK, r.Err)
+			}
+		}
+	})
+	t.Run("done context", func(t *testing.T) {
+		canceled, cancel := context.WithCancel(t.Context())
+		cancel()
+		expired, cancel2 := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
+		defer cancel2()
+		for _, tc := range []struct {
+			name string
+			ctx  context.Context
+		}{{"canceled", canceled}, {"deadline exceeded", expired}} {
+			t.Run(tc.name, func(t *testing.T) {
+				k := keyspace(t)("k")
+				ops := []transport.Op{acq(k, "v", hold), ext(k, "v", hold), rel(k, "v")}
+				// Stale values show whether Do really set every result.
+				res := []transport.Result{{OK: true}, {OK: true}, {OK: true}}
+				if err := c.Do(tc.ctx, ops, res); err == nil {
+					t.Error("Do with a done ctx returned nil, want an error")
+				}
+				for i, r := range res {
+					if r.Err == nil {
+						t.Errorf("op %d %s: Err=nil after a done ctx, want an error", i, describe(ops[i]))
+					}
+				}
+				// A done ctx fails one batch, not the client.
+				expect(t, c, step{acq(keyspace(t)("after"), "v", hold), true})
+			})
+		}
+	})
+	t.Run("empty batch", func(t *testing.T) {
+		if err := c.Do(t.Context(), nil, nil); err != nil {
+			t.Errorf("Do(nil, nil) = %v, want nil", err)
+		}
+		if err := c.Do(t.Context(), []transport.Op{}, []transport.Result{}); err != nil {
+			t.Errorf("Do(empty, empty) = %v, want nil", err)
+		}
+	})
+}
+
+// testClose requires the first Close of a healthy client to return nil; a
+// second Close may return nil or any error, but must not panic.
+func testClose(t *testing.T, s *suite) {
+	ks := keyspace(t)
+	k, k2 := ks("k"), ks("k2")
+	c, other := s.client(t), s.client(t)
+	expect(t, c, step{acq(k, "v", hold), true})
+	if err := c.Close(); err != nil {
+		t.Errorf("Close = %v, want nil", err)
+	}
+	ops := []transport.Op{acq(k2, "v", hold), rel(k, "v")}
+	res := []transport.Result{{OK: true}, {OK: true}}
+	if err := c.Do(t.Context(), ops, res); !errors.Is(err, transport.ErrClosed) {
+		t.Errorf("Do after Close = %v, want an error wrapping ErrClosed", err)
+	}
+	for i, r := range res {
+		if !errors.Is(r.Err, transport.ErrClosed) {
+			t.Errorf("op %d %s after Close: OK=%v Err=%v, want Err wrapping ErrClosed", i, describe(ops[i]), r.OK, r.Err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Logf("second Close = %v (accepted: only a panic fails)", err)
+	}
+	// Closing a client drops the client, not its keys, and leaves other
+	// clients of the master working.
+	expect(t, other, step{rel(k, "v"), true})
+}
+
+func testOptional(t *testing.T, s *suite) {
+	c, other := s.client(t), s.client(t)
+	t.Run("InfoReporter", func(t *testing.T) {
+		ir, ok := c.(transport.InfoReporter)
+		if !ok {
+			t.Skip("client does not implement transport.InfoReporter")
+		}
+		info, err := ir.ServerInfo(t.Context())
+		if err != nil {
+			t.Fatalf("ServerInfo: %v", err)
+		}
+		if info.RunID == "" || info.Uptime < 0 {
+			t.Errorf("ServerInfo = %+v, want a non-empty RunID and Uptime >= 0", info)
+		}
+		// The engine tells a restart by a changed run id, so two clients of
+		// one running master must agree on it.
+		ir2, ok := other.(transport.InfoReporter)
+		if !ok {
+			t.Fatal("one client implements transport.InfoReporter, another does not")
+		}
+		info2, err := ir2.ServerInfo(t.Context())
+		if err != nil {
+			t.Fatalf("ServerInfo on a second client: %v", err)
+		}
+		if info2.RunID != info.RunID {
+			t.Errorf("two clients of one master report run ids %q and %q, want the same", info.RunID, info2.RunID)
+		}
+	})
+	t.Run("Pinger", func(t *testing.T) {
+		p, ok := c.(transport.Pinger)
+		if !ok {
+			t.Skip("client does not implement transport.Pinger")
+		}
+		if err := p.Ping(t.Context()); err != nil {
+			t.Errorf("Ping = %v, want nil", err)
+		}
+	})
+	t.Run("Namer", func(t *testing.T) {
+		n, ok := c.(transport.Namer)
+		if !ok {
+			t.Skip("client does not implement transport.Namer")
+		}
+		if n.Name() == "" {
+			t.Error(`Name() = "", want a name`)
+		}
+	})
+}
+
+// model is the sequential reference for a master whose keys never expire
+// within a test: key -> value held.
+type model map[string]string
+
+func (m model) apply(op transport.Op) bool {
+	v, held := m[op.Key]
+	switch op.Kind {
+	case transport.Acquire:
+		if held {
+			return false
+		}
+		m[op.Key] = op.Value
+		return true
+	case transport.Release:
+		if held && v == op.Value {
+			delete(m, op.Key)
+			return true
+		}
+	case transport.Extend:
+		return held && v == op.Value
+	}
+	return false
+}
+
+// verify returns steps that pass only if the master holds exactly what m
+// holds for keys, and that leave those keys free.
+func (m model) verify(keys []string) []step {
+	var steps []step
+	for _, k := range keys {
+		if v, held := m[k]; held {
+			steps = append(steps, step{acq(k, "probe", hold), false}, step{rel(k, v), true})
+		} else {
+			steps = append(steps, step{acq(k, "probe", hold), true}, step{rel(k, "probe"), true})
+		}
+	}
+	return steps
+}
+
+// randomOps returns n ops over keys with few distinct values, so that
+// acquires collide, and releases and extends hit both the holder and others.
+func randomOps(rng *mrand.Rand, keys []string, n int) []transport.Op {
+	values := [...]string{"a", "b", "c"}
+	ops := make([]transport.Op, n)
+	for i := range ops {
+		k, v := keys[rng.IntN(len(keys))], values[rng.IntN(len(values))]
+		switch rng.IntN(3) {
+		case 0:
+			ops[i] = acq(k, v, hold)
+		case 1:
+			ops[i] = rel(k, v)
+		default:
+			ops[i] = ext(k, v, hold)
+		}
+	}
+	return ops
+}
