@@ -81,7 +81,7 @@ func TestDeadlineSaturates(t *testing.T) {
 	m := New()
 	c := m.Transport()
 	res := make([]transport.Result, 1)
-	op := transport.Op{Kind: transport.Acquire, Key: "k", Value: "v", TTL: time.Duration(1<<63 - 1)}
+	op := transport.Op{Kind: transport.Acquire, Key: "k", Value: "v", TTL: time.Duration(1<<63-1) / time.Millisecond * time.Millisecond}
 	if err := c.Do(context.Background(), []transport.Op{op}, res); err != nil || !res[0].OK {
 		t.Fatalf("Acquire with the largest ttl: %v %+v", err, res[0])
 	}
