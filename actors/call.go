@@ -118,3 +118,7 @@ type retryTick struct {
 	call *Call
 	seq  uint64
 }
+
+// closeCalls asks a coordinator to finish every active call with ErrClosed
+// and close done; the coordinator keeps running to absorb late replies.
+type closeCalls struct{ done chan struct{} }

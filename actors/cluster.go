@@ -57,7 +57,13 @@ func Start(cfg Config) (*Cluster, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
+	system := actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }),
+		// A dead letter (a timer that fired as Close cancelled it) starts a
+		// goroutine that lives for this interval; keep it short so Close
+		// leaves nothing running for long.
+		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
+	)
 	c := &Cluster{system: system, timeout: cfg.MasterTimeout, seed: maphash.MakeSeed(), quorum: n/2 + 1}
 	// Coordinators' PIDs are needed by the nodes and the other way round, so
 	// the nodes learn them through the slice, filled before any call.
@@ -130,15 +136,16 @@ func (c *Cluster) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 
-	// Coordinators first: a poison pill runs after the calls already in the
-	// mailbox, and Stopping finishes whatever is still active.
-	var errs []error
+	// Coordinators first finish every call (an attempt in flight is
+	// released), but stay alive: the nodes still owe them replies, and a
+	// reply to a stopped actor would be a dead letter.
 	for _, pid := range c.coords {
-		if err := c.system.Root.PoisonFuture(pid).Wait(); err != nil {
-			errs = append(errs, err)
-		}
+		d := make(chan struct{})
+		c.system.Root.Send(pid, &closeCalls{done: d})
+		<-d
 	}
-	// Then let the nodes send what is queued, cleanup included.
+	// Then let the nodes send what is queued, cleanup included, bounded
+	// in case a master hangs.
 	deadline := time.After(4*c.timeout + time.Second)
 	for _, pid := range c.nodes {
 		d := make(chan struct{})
@@ -148,7 +155,8 @@ func (c *Cluster) Close() error {
 		case <-deadline:
 		}
 	}
-	for _, pid := range c.nodes {
+	var errs []error
+	for _, pid := range append(append([]*actor.PID(nil), c.nodes...), c.coords...) {
 		if err := c.system.Root.PoisonFuture(pid).Wait(); err != nil {
 			errs = append(errs, err)
 		}

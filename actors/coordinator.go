@@ -45,6 +45,11 @@ func (c *coordinator) Receive(ctx actor.Context) {
 		c.self = ctx.Self()
 		c.sched = scheduler.NewTimerScheduler(ctx)
 		c.active = make(map[*Call]struct{})
+	case *closeCalls:
+		for call := range c.active {
+			c.abandon(ctx, call, api.ErrClosed)
+		}
+		close(m.done)
 	case *actor.Stopping:
 		for call := range c.active {
 			c.abandon(ctx, call, api.ErrClosed)
@@ -272,4 +277,3 @@ func (c *coordinator) answers(call *Call) []api.MasterAnswer {
 	}
 	return out
 }
-

@@ -1,0 +1,27 @@
+# make demo  - the main job on the embedded default, no setup
+# make test  - every test, on a fresh machine: installs what it needs first
+GO ?= go
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: demo test deps vet fmt-check
+
+demo:
+	$(GO) run ./cmd/redlock demo
+
+deps:
+	@command -v redis-server >/dev/null 2>&1 || { \
+		echo "redis-server not found: installing Debian's redis-server package"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server >/dev/null; \
+	}
+	@redis-server --version
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+test: deps fmt-check vet
+	$(GO) test -race -count=1 -timeout 10m ./...

@@ -1,0 +1,209 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/transport"
+	"github.com/quorumlock/redlock/transport/memory"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// gated wraps a real in-memory master; while closed, every Do waits for the
+// gate (or its ctx) before touching the master, like a slow master. It
+// records the order in which ops reach the master.
+type gated struct {
+	transport.Transport
+	gate chan struct{}
+	mu   sync.Mutex
+	seen []transport.Op
+}
+
+func (g *gated) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return transport.Fail(res, ctx.Err())
+	}
+	g.mu.Lock()
+	g.seen = append(g.seen, ops...)
+	g.mu.Unlock()
+	return g.Transport.Do(ctx, ops, res)
+}
+
+func start(t *testing.T, ts []transport.Transport, timeout time.Duration, inFlight int) *Cluster {
+	t.Helper()
+	names := make([]string, len(ts))
+	for i := range names {
+		names[i] = "m" + string(rune('0'+i))
+	}
+	c, err := Start(Config{Transports: ts, Names: names, MasterTimeout: timeout, MaxBatch: 64, MaxInFlight: inFlight, Coordinators: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func run(t *testing.T, c *Cluster, call *Call) error {
+	t.Helper()
+	call.Retry = api.DefaultOptions().Retry
+	call.Retry.MaxAttempts = 1
+	if err := c.Submit(call); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-call.Done():
+		return call.Err
+	case <-time.After(10 * time.Second):
+		t.Fatal("call never finished")
+		return nil
+	}
+}
+
+// With two batches allowed in flight, a release must still wait for the
+// acquire of the same key that is stuck in the first batch; otherwise it
+// would reach the slow master first, find nothing, and the late SET would
+// leave a key behind after Unlock.
+func TestReleaseNeverOvertakesAcquire(t *testing.T) {
+	slowMaster := memory.New()
+	slow := &gated{Transport: slowMaster.Transport(), gate: make(chan struct{})}
+	fast1, fast2 := memory.New(), memory.New()
+	c := start(t, []transport.Transport{fast1.Transport(), fast2.Transport(), slow}, 5*time.Second, 2)
+
+	acq := NewCall(Acquire, "trylock", "k", "v1", time.Minute, time.Millisecond)
+	if err := run(t, c, acq); err != nil {
+		t.Fatalf("acquire with 2 of 3 fast masters: %v", err)
+	}
+	rel := NewCall(Release, "unlock", "k", "v1", time.Minute, time.Millisecond)
+	if err := c.Submit(rel); err != nil {
+		t.Fatal(err)
+	}
+	// An unrelated key may go ahead in a second batch; it must not be held
+	// up, and it shows the second slot is really in use.
+	other := NewCall(Acquire, "trylock", "other", "v2", time.Minute, time.Millisecond)
+	other.Retry = api.DefaultOptions().Retry
+	other.Retry.MaxAttempts = 1
+	if err := c.Submit(other); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(slow.gate)
+	<-rel.Done()
+	<-other.Done()
+	if rel.Err != nil {
+		t.Fatalf("release: %v", rel.Err)
+	}
+	for i, m := range []*memory.Master{fast1, fast2, slowMaster} {
+		if v, ok := m.Get("k"); ok {
+			t.Fatalf("master %d still holds k=%q after release", i, v)
+		}
+	}
+	slow.mu.Lock()
+	defer slow.mu.Unlock()
+	var order []transport.OpKind
+	for _, op := range slow.seen {
+		if op.Key == "k" {
+			order = append(order, op.Kind)
+		}
+	}
+	if len(order) != 2 || order[0] != transport.Acquire || order[1] != transport.Release {
+		t.Fatalf("ops on k reached the slow master as %v; want [acquire release]", order)
+	}
+}
+
+type panicky struct{ transport.Transport }
+
+func (panicky) Do(context.Context, []transport.Op, []transport.Result) error { panic("boom") }
+
+func TestPanickingTransportIsAFailedMaster(t *testing.T) {
+	c := start(t, []transport.Transport{panicky{memory.New().Transport()}, panicky{memory.New().Transport()}, memory.New().Transport()}, time.Second, 1)
+	err := run(t, c, NewCall(Acquire, "trylock", "k", "v", time.Minute, time.Millisecond))
+	var ae *api.Error
+	if !errors.Is(err, api.ErrQuorumUnreachable) || !errors.As(err, &ae) || ae.Masters[0].Answer != api.Failed {
+		t.Fatalf("got %v; want ErrQuorumUnreachable with master 0 failed", err)
+	}
+}
+
+// An acquire that waited in a node's queue past its attempt's deadline is
+// failed without being sent: it could only take a key that must then be
+// released again.
+func TestStaleAcquireIsNotSent(t *testing.T) {
+	g := &gated{Transport: memory.New().Transport(), gate: make(chan struct{})}
+	c := start(t, []transport.Transport{g}, 30*time.Millisecond, 1)
+	first := NewCall(Acquire, "trylock", "a", "v1", time.Minute, time.Millisecond)
+	second := NewCall(Acquire, "trylock", "b", "v2", time.Minute, time.Millisecond)
+	for _, call := range []*Call{first, second} {
+		call.Retry = api.DefaultOptions().Retry
+		call.Retry.MaxAttempts = 1
+		if err := c.Submit(call); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-first.Done()
+	<-second.Done()
+	masterErr := func(err error) error {
+		var ae *api.Error
+		if !errors.As(err, &ae) || !errors.Is(err, api.ErrQuorumUnreachable) || len(ae.Masters) != 1 {
+			t.Fatalf("got %v; want ErrQuorumUnreachable with one master's answer", err)
+		}
+		return ae.Masters[0].Err
+	}
+	// The two calls may reach the node in either order (they go through
+	// different coordinator shards): one was sent and timed out, the other
+	// waited behind it and went stale.
+	sent, stale := first, second
+	if errors.Is(masterErr(first.Err), errStale) {
+		sent, stale = second, first
+	}
+	// A master's timeout is detail, not the caller's own context deadline.
+	if errors.Is(sent.Err, context.DeadlineExceeded) {
+		t.Fatalf("%v unwraps to context.DeadlineExceeded", sent.Err)
+	}
+	if err := masterErr(sent.Err); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the acquire sent first: %v; want its batch timed out", err)
+	}
+	if err := masterErr(stale.Err); !errors.Is(err, errStale) {
+		t.Fatalf("the acquire queued behind it: %v; want it failed in the queue", err)
+	}
+	close(g.gate)
+	// Only cleanup may reach the master from here on; never b's SET.
+	time.Sleep(50 * time.Millisecond)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, op := range g.seen {
+		if op.Key == stale.Key && op.Kind == transport.Acquire {
+			t.Fatalf("the stale acquire of %s was sent", stale.Key)
+		}
+	}
+}
+
+func TestCloseFinishesCallsInProgress(t *testing.T) {
+	g := &gated{Transport: memory.New().Transport(), gate: make(chan struct{})}
+	c, err := Start(Config{Transports: []transport.Transport{g}, Names: []string{"m"}, MasterTimeout: 200 * time.Millisecond, MaxBatch: 8, MaxInFlight: 1, Coordinators: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := NewCall(Acquire, "lock", "k", "v", time.Minute, time.Millisecond)
+	call.Retry = api.DefaultOptions().Retry
+	if err := c.Submit(call); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	<-call.Done()
+	if !errors.Is(call.Err, api.ErrClosed) {
+		t.Fatalf("call in progress at Close: %v", call.Err)
+	}
+	if err := c.Submit(NewCall(Acquire, "lock", "k", "v", time.Minute, time.Millisecond)); !errors.Is(err, api.ErrClosed) {
+		t.Fatalf("Submit after Close: %v", err)
+	}
+}
