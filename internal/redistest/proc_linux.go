@@ -1,0 +1,12 @@
+package redistest
+
+import "syscall"
+
+// sysProcAttr makes the kernel kill redis-server when the test binary dies
+// without running its cleanups (a panic, a test timeout, kill -9), so no
+// server is left behind. Strictly the signal follows the OS thread that
+// started the process, and the Go runtime keeps its threads alive unless a
+// goroutine exits while locked to one, which this package never does.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}

@@ -1,0 +1,119 @@
+package redis
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseAddr(t *testing.T) {
+	valid := []struct {
+		in   string
+		want Config
+	}{
+		{"127.0.0.1:6379", Config{Addr: "127.0.0.1:6379"}},
+		{"localhost:1", Config{Addr: "localhost:1"}},
+		{"[::1]:6379", Config{Addr: "[::1]:6379"}},
+		{"h:06379", Config{Addr: "h:6379"}},
+		{"redis://h:1", Config{Addr: "h:1"}},
+		{"redis://h", Config{Addr: "h:6379"}},
+		{"redis://h:1/", Config{Addr: "h:1"}},
+		{"redis://[::1]:7000", Config{Addr: "[::1]:7000"}},
+		{"redis://[::1]", Config{Addr: "[::1]:6379"}},
+		{"redis://user:pw@h:1/2", Config{Addr: "h:1", Username: "user", Password: "pw", DB: 2}},
+		{"redis://:secret@h:1", Config{Addr: "h:1", Password: "secret"}},
+		{"redis://user@h:1", Config{Addr: "h:1", Username: "user"}},
+		{"redis://u:p%40ss@h:1/0", Config{Addr: "h:1", Username: "u", Password: "p@ss"}},
+		{"rediss://h:1", Config{Addr: "h:1", TLS: true}},
+		{"rediss://u:p@h:1/15", Config{Addr: "h:1", Username: "u", Password: "p", DB: 15, TLS: true}},
+	}
+	for _, tc := range valid {
+		got, err := ParseAddr(tc.in)
+		if err != nil {
+			t.Errorf("ParseAddr(%q): %v", tc.in, err)
+			continue
+		}
+		if got != tc.want {
+			t.Errorf("ParseAddr(%q) = %+v, want %+v", tc.in, got, tc.want)
+		}
+		// Normalised addresses parse to themselves.
+		if again, err := ParseAddr(got.Addr); err != nil || again.Addr != got.Addr {
+			t.Errorf("ParseAddr(%q) = %+v, %v; want it unchanged", got.Addr, again, err)
+		}
+	}
+
+	malformed := []struct {
+		in   string
+		hint string // the message must say what to fix
+	}{
+		{"", "empty address"},
+		{"h", "missing port"},
+		{"h:", "empty port"},
+		{":6379", "missing host"},
+		{"h:0", "out of range"},
+		{"h:70000", "out of range"},
+		{"h:-1", "out of range"},
+		{"h:abc", "not a number"},
+		{"::1:6379", "brackets"},
+		{"http://h:1", `unknown scheme "http"`},
+		{"tcp://h:1", "use redis:// or rediss://"},
+		{"redis://h:1/x", `db "x" is not a database number`},
+		{"redis://h:1/-1", `db "-1" is not a database number`},
+		{"redis://h:1/1/2", "not a database number"},
+		{"redis://h:abc", "invalid port"},
+		{"redis://h:0", "out of range"},
+		{"redis://h:1?db=2", "put the db number in the path"},
+		{"redis://", "missing host"},
+		{"redis://:pw@:1", "missing host"},
+	}
+	for _, tc := range malformed {
+		_, err := ParseAddr(tc.in)
+		if !errors.Is(err, ErrBadAddress) {
+			t.Errorf("ParseAddr(%q) = %v, want an error wrapping ErrBadAddress", tc.in, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.hint) {
+			t.Errorf("ParseAddr(%q) = %q, want it to say %q", tc.in, err, tc.hint)
+		}
+	}
+}
+
+func TestParseAddrHidesPassword(t *testing.T) {
+	for _, in := range []string{"redis://u:hunter2@h:abc", "redis://u:hunter2@h:1/x", "http://u:hunter2@h:1"} {
+		_, err := ParseAddr(in)
+		if err == nil || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("ParseAddr(%q) = %v, want an error without the password", in, err)
+		}
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	if _, err := New(Config{Addr: "h"}); !errors.Is(err, ErrBadAddress) {
+		t.Errorf("New with a bad address: %v, want ErrBadAddress", err)
+	}
+	if _, err := New(Config{Addr: "h:1", OpTimeout: -time.Second}); !errors.Is(err, ErrBadAddress) {
+		t.Errorf("New with a negative OpTimeout: %v, want ErrBadAddress", err)
+	}
+	r, err := Config{Addr: "redis://u:p@h:1/3", Password: "explicit", DB: 5}.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Username != "u" || r.Password != "explicit" || r.DB != 5 || r.hostport != "h:1" {
+		t.Errorf("explicit fields must win over the URL: %+v", r)
+	}
+	if r.DialTimeout != DefaultDialTimeout || r.OpTimeout != DefaultOpTimeout {
+		t.Errorf("defaults not applied: %+v", r)
+	}
+}
+
+func TestParseServerInfo(t *testing.T) {
+	info := "# Server\r\nredis_version:7.0.15\r\nrun_id:abc123\r\nuptime_in_seconds:42\r\n"
+	si, err := parseServerInfo("x", info)
+	if err != nil || si.RunID != "abc123" || si.Uptime != 42*time.Second {
+		t.Fatalf("parseServerInfo = %+v, %v", si, err)
+	}
+	if _, err := parseServerInfo("x", "# Server\r\n"); err == nil {
+		t.Error("parseServerInfo without the fields succeeded")
+	}
+}

@@ -1,0 +1,519 @@
+// Package redis is the transport to one Redis master, on one radix v4
+// connection.
+//
+// One connection per master is deliberate: it is one ordered stream, so the
+// engine's per-key ordering (a release never overtakes the SET it cleans up)
+// holds without any routing, and radix pipelines concurrent batches on it
+// by itself. Each batch goes out as one radix pipeline: one write, one read.
+//
+// The transport never makes the engine wait for a master that is down: it
+// connects in the background and, while it has no connection, fails every
+// batch at once with an error wrapping transport.ErrUnavailable, retrying the
+// connection with randomized exponential backoff.
+package redis
+
+import (
+	"context"
+	"crypto/sha1"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/mediocregopher/radix/v4"
+	"github.com/mediocregopher/radix/v4/resp"
+	"github.com/mediocregopher/radix/v4/resp/resp3"
+
+	"github.com/quorumlock/redlock/transport"
+)
+
+// The scripts are the ones every Redlock client uses, byte for byte, so that
+// their SHA1s match and other clients' releases work on our keys and ours on
+// theirs.
+const (
+	ReleaseScript = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`
+	ExtendScript  = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end`
+)
+
+var (
+	releaseSHA = sha1Hex(ReleaseScript)
+	extendSHA  = sha1Hex(ExtendScript)
+)
+
+func sha1Hex(s string) string {
+	sum := sha1.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+var (
+	_ transport.Transport    = (*Transport)(nil)
+	_ transport.InfoReporter = (*Transport)(nil)
+	_ transport.Pinger       = (*Transport)(nil)
+	_ transport.Namer        = (*Transport)(nil)
+)
+
+// errConnClosed is the reason recorded when radix closes a connection on its
+// own (it does after a read error or a reply cut in half).
+var errConnClosed = errors.New("connection closed")
+
+// Transport is one Redis master. It is safe for concurrent use.
+type Transport struct {
+	cfg       resolved
+	name      string
+	dialer    radix.Dialer
+	netDialer netDialer
+	errClosed error
+
+	loopCtx    context.Context // ended by Close; bounds dials
+	loopCancel context.CancelFunc
+	loopDone   chan struct{}
+
+	firstDone chan struct{} // closed after the first connection attempt
+	firstErr  error         // its error; written before firstDone is closed
+
+	mu      sync.Mutex
+	closed  bool
+	cs      *connState // nil while disconnected
+	downErr error      // why cs is nil; wraps transport.ErrUnavailable
+	// inflight counts Do/Ping/ServerInfo calls and the goroutines they
+	// start, so Close can wait for all of them. Add is only called under mu
+	// with closed false, or while the caller already holds a count.
+	inflight sync.WaitGroup
+
+	connects atomic.Int64 // successful connections, for tests
+}
+
+type netDialer interface {
+	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// connState is one connection and its fate.
+type connState struct {
+	t        *Transport
+	conn     radix.Conn
+	broken   atomic.Bool
+	brokenCh chan struct{} // closed when broken is set
+	ioErr    atomic.Pointer[error]
+}
+
+// New validates cfg and returns a transport that connects in the background;
+// the master need not be up. Until the connection is made, and whenever it
+// is lost, Do fails at once with an error wrapping transport.ErrUnavailable.
+func New(cfg Config) (*Transport, error) {
+	r, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	t := &Transport{
+		cfg:       r,
+		name:      r.hostport,
+		loopDone:  make(chan struct{}),
+		firstDone: make(chan struct{}),
+	}
+	t.errClosed = fmt.Errorf("%w: redis %s", transport.ErrClosed, t.name)
+	t.downErr = fmt.Errorf("%w: redis %s: connecting", transport.ErrUnavailable, t.name)
+	t.dialer = radix.Dialer{
+		AuthUser:           r.Username,
+		AuthPass:           r.Password,
+		WriteFlushInterval: r.WriteFlushInterval,
+	}
+	if r.DB != 0 {
+		t.dialer.SelectDB = strconv.Itoa(r.DB)
+	}
+	nd := &net.Dialer{Timeout: r.DialTimeout}
+	t.netDialer = nd
+	if r.TLS {
+		var tc *tls.Config
+		if r.TLSConfig != nil {
+			tc = r.TLSConfig.Clone()
+		} else {
+			tc = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		if tc.ServerName == "" {
+			tc.ServerName = r.serverName
+		}
+		t.netDialer = &tls.Dialer{NetDialer: nd, Config: tc}
+	}
+	t.loopCtx, t.loopCancel = context.WithCancel(context.Background())
+	go t.connectLoop()
+	return t, nil
+}
+
+// Dial is New, then waits for the first connection attempt. If it fails,
+// or ctx ends first, the transport is closed and the error returned.
+func Dial(ctx context.Context, cfg Config) (*Transport, error) {
+	t, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-t.firstDone:
+		if t.firstErr != nil {
+			t.Close()
+			return nil, t.firstErr
+		}
+		return t, nil
+	case <-ctx.Done():
+		t.Close()
+		return nil, fmt.Errorf("%w: redis %s: dial: %w", transport.ErrUnavailable, t.name, ctx.Err())
+	}
+}
+
+// Name is the master's normalised host:port.
+func (t *Transport) Name() string { return t.name }
+
+// Close stops reconnecting, closes the connection and waits for every
+// goroutine the transport started. Close is idempotent.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	t.mu.Unlock()
+	t.loopCancel()
+	<-t.loopDone
+	// The loop has closed the connection, so every goroutine blocked in
+	// radix returns now.
+	t.inflight.Wait()
+	return nil
+}
+
+// enter registers a call, which must then call t.inflight.Done, and returns
+// the current connection, or nil and the reason there is none. ok is false,
+// and nothing registered, once the transport is closed.
+func (t *Transport) enter() (cs *connState, down error, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, nil, false
+	}
+	t.inflight.Add(1)
+	return t.cs, t.downErr, true
+}
+
+// connectLoop owns the connection: it dials, waits until the connection
+// breaks or the transport closes, closes it, and dials again.
+func (t *Transport) connectLoop() {
+	defer close(t.loopDone)
+	bo := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(t.cfg.ReconnectInitial),
+		backoff.WithMaxInterval(t.cfg.ReconnectMax),
+		backoff.WithMultiplier(2),
+		backoff.WithRandomizationFactor(0.5),
+		backoff.WithMaxElapsedTime(0),
+	)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	first := true
+	for {
+		cs, err := t.dial()
+		if err == nil && !t.install(cs) {
+			cs.conn.Close()
+			err = errConnClosed
+		}
+		if first {
+			t.firstErr = err
+			close(t.firstDone)
+			first = false
+		}
+		if err != nil {
+			if t.loopCtx.Err() != nil {
+				return
+			}
+			timer.Reset(bo.NextBackOff())
+			select {
+			case <-t.loopCtx.Done():
+				return
+			case <-timer.C:
+			}
+			continue
+		}
+		bo.Reset()
+		select {
+		case <-t.loopCtx.Done():
+			cs.conn.Close()
+			return
+		case <-cs.brokenCh:
+			// Closing here rather than in broken: broken may run inside
+			// radix's own Close (our net.Conn hook), which must not be
+			// re-entered.
+			cs.conn.Close()
+		}
+	}
+}
+
+// dial makes one connection: TCP or TLS, AUTH, SELECT (radix's Dialer), then
+// SCRIPT LOAD, so that the EVALSHAs of the first batch find the scripts. The
+// error wraps transport.ErrUnavailable and is recorded as the reason.
+func (t *Transport) dial() (*connState, error) {
+	ctx, cancel := context.WithTimeout(t.loopCtx, t.cfg.DialTimeout)
+	defer cancel()
+	cs := &connState{t: t, brokenCh: make(chan struct{})}
+	d := t.dialer
+	d.NetDialer = hookDialer{base: t.netDialer, cs: cs}
+	conn, err := d.Dial(ctx, "tcp", t.name)
+	if err == nil {
+		cs.conn = conn
+		p := radix.NewPipeline()
+		p.Append(radix.Cmd(nil, "SCRIPT", "LOAD", ReleaseScript))
+		p.Append(radix.Cmd(nil, "SCRIPT", "LOAD", ExtendScript))
+		if err = conn.Do(ctx, p); err != nil {
+			conn.Close()
+			err = fmt.Errorf("loading scripts: %w", err)
+		}
+	}
+	if err != nil {
+		err = fmt.Errorf("%w: redis %s: %w", transport.ErrUnavailable, t.name, err)
+		t.mu.Lock()
+		t.downErr = err
+		t.mu.Unlock()
+		return nil, err
+	}
+	return cs, nil
+}
+
+// install makes cs the current connection, unless it broke already or the
+// transport closed meanwhile.
+func (t *Transport) install(cs *connState) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed || cs.broken.Load() {
+		return false
+	}
+	t.cs = cs
+	t.connects.Add(1)
+	return true
+}
+
+// broken retires cs after a connection-level failure: later calls fail fast
+// and the loop closes it and reconnects. Only the first call for a cs counts.
+func (t *Transport) broken(cs *connState, reason error) {
+	if !cs.broken.CompareAndSwap(false, true) {
+		return
+	}
+	t.mu.Lock()
+	if t.cs == cs {
+		t.cs = nil
+		t.downErr = fmt.Errorf("%w: redis %s: connection lost: %w", transport.ErrUnavailable, t.name, reason)
+	}
+	t.mu.Unlock()
+	close(cs.brokenCh)
+}
+
+// hookDialer wraps the net.Conn so that we learn when radix closes a
+// connection by itself, which it does without telling anyone.
+type hookDialer struct {
+	base netDialer
+	cs   *connState
+}
+
+func (d hookDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := d.base.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &hookConn{Conn: c, cs: d.cs}, nil
+}
+
+type hookConn struct {
+	net.Conn
+	cs *connState
+}
+
+// Read and Write remember the first real I/O error, so that the reason
+// given for a lost connection is "connection reset" or "EOF" rather than
+// just "closed". Deadline errors are radix cancelling a read, not failures.
+func (c *hookConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil {
+		c.cs.noteIOErr(err)
+	}
+	return n, err
+}
+
+func (c *hookConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if err != nil {
+		c.cs.noteIOErr(err)
+	}
+	return n, err
+}
+
+func (c *hookConn) Close() error {
+	reason := errConnClosed
+	if p := c.cs.ioErr.Load(); p != nil {
+		reason = *p
+	}
+	c.cs.t.broken(c.cs, reason)
+	return c.Conn.Close()
+}
+
+func (cs *connState) noteIOErr(err error) {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		cs.ioErr.CompareAndSwap(nil, &err)
+	}
+}
+
+// withDeadline gives ctx the OpTimeout deadline when it has none, so that a
+// master that never answers cannot hold a caller forever.
+func (t *Transport) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, t.cfg.OpTimeout)
+}
+
+// send performs a on cs and waits for it or for ctx, whichever is first.
+//
+// radix's Conn honours a deadline only for the reply it is reading at that
+// moment: a call queued behind a reply that never comes (paused master), or
+// behind a write stuck on a full socket buffer, waits for that reply however
+// its own ctx ends. So the call runs on its own goroutine and we stop
+// waiting when ctx ends. After a non-nil error, a's receivers may still be
+// written by radix (it reads late replies to keep the stream in step), so
+// the caller must not reuse them.
+//
+// Abandoning the goroutine does not break per-key order: when send returns,
+// either radix has finished with a, or ctx is done for good, and radix's
+// writer checks ctx before it writes. So an abandoned batch was written
+// before send returned or is never written: it cannot reach the master after
+// a batch the caller sends next (say, the release that cleans up after a
+// timed-out acquire).
+func (t *Transport) send(ctx context.Context, cs *connState, a radix.Action, done chan error) error {
+	t.inflight.Add(1)
+	go t.perform(ctx, cs, a, done)
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		select {
+		case err := <-done:
+			return err
+		default:
+			return ctx.Err()
+		}
+	}
+}
+
+func (t *Transport) perform(ctx context.Context, cs *connState, a radix.Action, done chan<- error) {
+	defer t.inflight.Done()
+	err := cs.conn.Do(ctx, a)
+	if err != nil && connBroken(ctx, err) {
+		t.broken(cs, err)
+	}
+	done <- err
+}
+
+// connBroken tells a failure of the connection from one that leaves it
+// usable. A Redis error reply or a deadline leaves it usable (radix discards
+// the late reply); if a deadline cut a reply in half, radix closes the
+// connection itself and our net.Conn hook notices.
+func connBroken(ctx context.Context, err error) bool {
+	if errors.As(err, new(resp.ErrConnUsable)) {
+		return false
+	}
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return false
+	}
+	return true
+}
+
+// callErr describes, for the caller, an error from send.
+func (t *Transport) callErr(ctx context.Context, err error) error {
+	switch {
+	case t.isClosed():
+		return t.errClosed
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return fmt.Errorf("redis %s: no answer: %w", t.name, ctx.Err())
+	case isRespErr(err):
+		return fmt.Errorf("redis %s: %w", t.name, err)
+	default:
+		return fmt.Errorf("%w: redis %s: connection failed: %w", transport.ErrUnavailable, t.name, err)
+	}
+}
+
+func (t *Transport) isClosed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closed
+}
+
+func isRespErr(err error) bool {
+	return errors.As(err, new(resp3.SimpleError)) || errors.As(err, new(resp3.BlobError))
+}
+
+// exec runs one action outside Do (PING, INFO).
+func (t *Transport) exec(ctx context.Context, a radix.Action) error {
+	cs, down, ok := t.enter()
+	if !ok {
+		return t.errClosed
+	}
+	defer t.inflight.Done()
+	if cs == nil {
+		return down
+	}
+	ctx, cancel := t.withDeadline(ctx)
+	defer cancel()
+	if err := t.send(ctx, cs, a, make(chan error, 1)); err != nil {
+		return t.callErr(ctx, err)
+	}
+	return nil
+}
+
+// Ping checks that the master answers.
+func (t *Transport) Ping(ctx context.Context) error {
+	var pong string
+	if err := t.exec(ctx, radix.Cmd(&pong, "PING")); err != nil {
+		return err
+	}
+	if pong != "PONG" {
+		return fmt.Errorf("redis %s: PING answered %q", t.name, pong)
+	}
+	return nil
+}
+
+// ServerInfo reads run_id and uptime_in_seconds from INFO server.
+func (t *Transport) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
+	var info string
+	if err := t.exec(ctx, radix.Cmd(&info, "INFO", "server")); err != nil {
+		return transport.ServerInfo{}, err
+	}
+	return parseServerInfo(t.name, info)
+}
+
+func parseServerInfo(name, info string) (transport.ServerInfo, error) {
+	var si transport.ServerInfo
+	var haveUptime bool
+	for line := range strings.Lines(info) {
+		k, v, ok := strings.Cut(strings.TrimRight(line, "\r\n"), ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "run_id":
+			si.RunID = v
+		case "uptime_in_seconds":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return si, fmt.Errorf("redis %s: INFO server: uptime_in_seconds %q: %w", name, v, err)
+			}
+			si.Uptime = time.Duration(n) * time.Second
+			haveUptime = true
+		}
+	}
+	if si.RunID == "" || !haveUptime {
+		return si, fmt.Errorf("redis %s: INFO server has no run_id or uptime_in_seconds", name)
+	}
+	return si, nil
+}

@@ -1,0 +1,626 @@
+package redis
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+	"go.uber.org/goleak"
+
+	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/transport"
+	"github.com/quorumlock/redlock/transport/transporttest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// dial connects to addr and closes the transport when t ends.
+func dial(t testing.TB, cfg Config) *Transport {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tr, err := Dial(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Dial(%s): %v", cfg.Addr, err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+func acq(key, value string, ttl time.Duration) transport.Op {
+	return transport.Op{Kind: transport.Acquire, Key: key, Value: value, TTL: ttl}
+}
+
+func rel(key, value string) transport.Op {
+	return transport.Op{Kind: transport.Release, Key: key, Value: value}
+}
+
+func ext(key, value string, ttl time.Duration) transport.Op {
+	return transport.Op{Kind: transport.Extend, Key: key, Value: value, TTL: ttl}
+}
+
+// do runs one batch with a generous deadline and returns its results and
+// batch error.
+func do(tr transport.Transport, ops ...transport.Op) ([]transport.Result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res := make([]transport.Result, len(ops))
+	err := tr.Do(ctx, ops, res)
+	return res, err
+}
+
+// mustDo runs a batch that must succeed and checks each op's OK.
+func mustDo(t *testing.T, tr transport.Transport, ops []transport.Op, want ...bool) {
+	t.Helper()
+	res, err := do(tr, ops...)
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	for i, r := range res {
+		if r.Err != nil || r.OK != want[i] {
+			t.Errorf("op %d %s %s: OK=%v Err=%v, want OK=%v", i, ops[i].Kind, ops[i].Key, r.OK, r.Err, want[i])
+		}
+	}
+}
+
+// eventually polls f until it returns nil or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %v", timeout, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestConformance(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	transporttest.Run(t, func(t *testing.T) transport.Transport {
+		return dial(t, Config{Addr: s.Addr})
+	})
+}
+
+func TestDeadMasterFailsFastThenReconnects(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	s.Kill()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := Dial(ctx, Config{Addr: s.Addr}); !errors.Is(err, transport.ErrUnavailable) {
+		t.Fatalf("Dial to a dead master: %v, want ErrUnavailable", err)
+	}
+
+	tr, err := New(Config{Addr: s.Addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	for range 10 {
+		start := time.Now()
+		res, err := do(tr, acq("k", "v", time.Second), rel("k", "v"))
+		if d := time.Since(start); d > 50*time.Millisecond {
+			t.Errorf("Do on a dead master took %v, want it to fail fast", d)
+		}
+		if !errors.Is(err, transport.ErrUnavailable) {
+			t.Fatalf("Do on a dead master: %v, want ErrUnavailable", err)
+		}
+		for i, r := range res {
+			if !errors.Is(r.Err, transport.ErrUnavailable) || r.OK {
+				t.Fatalf("op %d on a dead master: %+v, want Err wrapping ErrUnavailable", i, r)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := tr.Ping(ctx); !errors.Is(err, transport.ErrUnavailable) {
+		t.Errorf("Ping on a dead master: %v", err)
+	}
+	if _, err := tr.ServerInfo(ctx); !errors.Is(err, transport.ErrUnavailable) {
+		t.Errorf("ServerInfo on a dead master: %v", err)
+	}
+	// The reason is the dial error, not just "unavailable".
+	if _, err := do(tr, acq("k", "v", time.Second)); !strings.Contains(err.Error(), "refused") {
+		t.Errorf("error %q does not say why the master is unavailable", err)
+	}
+
+	s.Restart(t)
+	eventually(t, 5*time.Second, func() error {
+		_, err := do(tr, acq("k", "v", time.Second))
+		return err
+	})
+	if v, _ := s.Get(t, "k"); v != "v" {
+		t.Errorf("after reconnecting, k = %q, want v", v)
+	}
+}
+
+func TestKillWhileConnected(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	tr := dial(t, Config{Addr: s.Addr})
+	mustDo(t, tr, []transport.Op{acq("k", "v", time.Minute)}, true)
+	info, err := tr.ServerInfo(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s.Kill()
+	res, err := do(tr, rel("k", "v"), acq("k2", "v", time.Minute))
+	if err == nil {
+		t.Fatal("Do on a killed master succeeded")
+	}
+	for i, r := range res {
+		if r.Err == nil || r.OK {
+			t.Errorf("op %d on a killed master: %+v, want an error", i, r)
+		}
+	}
+
+	s.Restart(t)
+	eventually(t, 5*time.Second, func() error {
+		_, err := do(tr, acq("k", "v2", time.Minute))
+		return err
+	})
+	// The restarted master is empty, and the engine can tell it restarted.
+	if v, _ := s.Get(t, "k"); v != "v2" {
+		t.Errorf("k = %q, want v2 (the restarted master had forgotten v)", v)
+	}
+	info2, err := tr.ServerInfo(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info2.RunID == info.RunID {
+		t.Errorf("run id %q did not change across a restart", info.RunID)
+	}
+	if n := tr.connects.Load(); n != 2 {
+		t.Errorf("%d connections made, want 2", n)
+	}
+}
+
+func TestNoScript(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	tr := dial(t, Config{Addr: s.Addr})
+	mustDo(t, tr, []transport.Op{acq("a", "va", time.Minute), acq("b", "vb", time.Minute), acq("c", "vc", time.Minute)},
+		true, true, true)
+
+	s.Do(t, nil, "SCRIPT", "FLUSH")
+	mustDo(t, tr, []transport.Op{
+		ext("a", "va", 2*time.Minute),
+		acq("d", "vd", time.Minute),
+		rel("b", "vb"),
+		rel("c", "wrong"),
+		ext("c", "wrong", time.Minute),
+	}, true, true, true, false, false)
+	if ms := s.PTTL(t, "a"); ms < 90_000 {
+		t.Errorf("a's ttl is %dms after Extend to 2m", ms)
+	}
+	if _, ok := s.Get(t, "b"); ok {
+		t.Error("b survived its Release")
+	}
+
+	// Only one script flushed and only release ops: just that one is
+	// reloaded, and nothing else in the batch is sent twice.
+	s.Do(t, nil, "SCRIPT", "FLUSH")
+	mustDo(t, tr, []transport.Op{acq("e", "ve", time.Minute), rel("a", "va"), acq("e", "other", time.Minute)},
+		true, true, false)
+	var exists []int
+	s.Do(t, &exists, "SCRIPT", "EXISTS", releaseSHA, extendSHA)
+	if len(exists) != 2 || exists[0] != 1 || exists[1] != 0 {
+		t.Errorf("SCRIPT EXISTS release, extend = %v, want [1 0]", exists)
+	}
+}
+
+func TestScriptsLoadedOnConnect(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	dial(t, Config{Addr: s.Addr})
+	var exists []int
+	s.Do(t, &exists, "SCRIPT", "EXISTS", releaseSHA, extendSHA)
+	if len(exists) != 2 || exists[0] != 1 || exists[1] != 1 {
+		t.Errorf("SCRIPT EXISTS after connect = %v, want [1 1]", exists)
+	}
+}
+
+func TestPausedMaster(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	tr := dial(t, Config{Addr: s.Addr, OpTimeout: 100 * time.Millisecond})
+	mustDo(t, tr, []transport.Op{acq("k", "v", time.Minute)}, true)
+
+	s.Pause()
+	paused := true
+	defer func() {
+		if paused {
+			s.Resume()
+		}
+	}()
+	// Several batches in a row: after the first, radix's reader waits for a
+	// reply that does not come, and later batches queue behind it.
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		res := make([]transport.Result, 2)
+		start := time.Now()
+		err := tr.Do(ctx, []transport.Op{acq("k2", "v", time.Minute), rel("k", "v")}, res)
+		d := time.Since(start)
+		cancel()
+		if d > 150*time.Millisecond {
+			t.Errorf("batch %d on a paused master returned after %v, want ~50ms", i, d)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("batch %d: %v, want DeadlineExceeded", i, err)
+		}
+		for j, r := range res {
+			if !errors.Is(r.Err, context.DeadlineExceeded) {
+				t.Errorf("batch %d op %d: %+v, want Err wrapping DeadlineExceeded", i, j, r)
+			}
+		}
+	}
+	// Without a deadline of its own, a batch gets OpTimeout.
+	start := time.Now()
+	res := make([]transport.Result, 1)
+	if err := tr.Do(context.Background(), []transport.Op{acq("k3", "v", time.Minute)}, res); err == nil {
+		t.Error("Do without a deadline on a paused master succeeded")
+	}
+	if d := time.Since(start); d > 250*time.Millisecond {
+		t.Errorf("Do without a deadline returned after %v, want OpTimeout (100ms)", d)
+	}
+	if err := tr.Ping(ctxTimeout(t, 50*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Ping on a paused master: %v", err)
+	}
+
+	s.Resume()
+	paused = false
+	// The same connection works again: a deadline does not break it.
+	eventually(t, 5*time.Second, func() error {
+		_, err := do(tr, acq("k4", "v", time.Minute))
+		return err
+	})
+	mustDo(t, tr, []transport.Op{acq("k5", "v", time.Minute), rel("k5", "v")}, true, true)
+	if n := tr.connects.Load(); n != 1 {
+		t.Errorf("%d connections made, want 1: a deadline must not tear the connection down", n)
+	}
+}
+
+func ctxTimeout(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestCloseWhilePaused(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	tr, err := Dial(context.Background(), Config{Addr: s.Addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Pause()
+	defer s.Resume()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			res := make([]transport.Result, 1)
+			_ = tr.Do(ctx, []transport.Op{acq("k", "v", time.Minute)}, res)
+		})
+	}
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	tr.Close()
+	wg.Wait()
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Close with batches stuck on a paused master took %v", d)
+	}
+	res := make([]transport.Result, 1)
+	if err := tr.Do(context.Background(), []transport.Op{acq("k", "v", time.Minute)}, res); !errors.Is(err, transport.ErrClosed) ||
+		!errors.Is(res[0].Err, transport.ErrClosed) {
+		t.Errorf("Do after Close: %v %+v", err, res[0])
+	}
+	if err := tr.Ping(context.Background()); !errors.Is(err, transport.ErrClosed) {
+		t.Errorf("Ping after Close: %v", err)
+	}
+	if _, err := tr.ServerInfo(context.Background()); !errors.Is(err, transport.ErrClosed) {
+		t.Errorf("ServerInfo after Close: %v", err)
+	}
+	if err := tr.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestCloseWhileReconnecting(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	s.Kill()
+	tr, err := New(Config{Addr: s.Addr, ReconnectInitial: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	start := time.Now()
+	tr.Close()
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Errorf("Close during a backoff wait took %v", d)
+	}
+}
+
+func TestPerOpErrorIsolation(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	tr := dial(t, Config{Addr: s.Addr})
+	s.Do(t, nil, "HSET", "hash", "f", "v")
+	s.Do(t, nil, "RPUSH", "list", "x")
+	ops := []transport.Op{
+		acq("a", "va", time.Minute),
+		rel("hash", "v"),
+		acq("hash", "v", time.Minute), // SET NX sees the key exists: a plain no
+		ext("list", "v", time.Minute),
+		acq("b", "vb", time.Minute),
+		rel("a", "va"),
+		{Kind: transport.Release, Key: "", Value: "v"}, // invalid: not sent
+		ext("b", "vb", 2*time.Minute),
+	}
+	res, err := do(tr, ops...)
+	if err != nil {
+		t.Fatalf("batch error %v, want per-op errors only", err)
+	}
+	for i, want := range []struct {
+		ok      bool
+		errLike string
+	}{
+		{true, ""}, {false, "WRONGTYPE"}, {false, ""}, {false, "WRONGTYPE"},
+		{true, ""}, {true, ""}, {false, "invalid op"}, {true, ""},
+	} {
+		r := res[i]
+		switch {
+		case want.errLike == "" && (r.Err != nil || r.OK != want.ok):
+			t.Errorf("op %d %s %s: %+v, want OK=%v", i, ops[i].Kind, ops[i].Key, r, want.ok)
+		case want.errLike != "" && (r.OK || r.Err == nil || !strings.Contains(r.Err.Error(), want.errLike)):
+			t.Errorf("op %d %s %s: %+v, want an error like %q", i, ops[i].Kind, ops[i].Key, r, want.errLike)
+		}
+	}
+	if !errors.Is(res[6].Err, transport.ErrInvalidOp) {
+		t.Errorf("invalid op: %v, want ErrInvalidOp", res[6].Err)
+	}
+	if !strings.Contains(res[1].Err.Error(), s.Addr) {
+		t.Errorf("per-op error %q does not name the master", res[1].Err)
+	}
+	// The connection is still fine.
+	mustDo(t, tr, []transport.Op{acq("c", "vc", time.Minute)}, true)
+	if n := tr.connects.Load(); n != 1 {
+		t.Errorf("%d connections made, want 1", n)
+	}
+}
+
+func TestWireCompatibility(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	tr := dial(t, Config{Addr: s.Addr})
+
+	mustDo(t, tr, []transport.Op{acq("k", "token-1", 30*time.Second)}, true)
+	if v, ok := s.Get(t, "k"); !ok || v != "token-1" {
+		t.Fatalf("plain GET k = %q %v, want token-1", v, ok)
+	}
+	if ms := s.PTTL(t, "k"); ms <= 29_000 || ms > 30_000 {
+		t.Errorf("PTTL k = %d, want about 30000", ms)
+	}
+	// Another Redlock client releases our key with plain EVAL of the
+	// standard script.
+	var n int
+	s.Do(t, &n, "EVAL", ReleaseScript, "1", "k", "token-1")
+	if n != 1 {
+		t.Fatalf("plain EVAL release = %d, want 1", n)
+	}
+	// And we release and extend keys set by another client.
+	s.Do(t, nil, "SET", "k2", "token-2", "NX", "PX", "30000")
+	s.Do(t, nil, "SET", "k3", "token-3", "NX", "PX", "30000")
+	mustDo(t, tr, []transport.Op{ext("k2", "token-2", time.Minute), rel("k3", "token-3")}, true, true)
+	if ms := s.PTTL(t, "k2"); ms <= 59_000 {
+		t.Errorf("PTTL k2 = %d after Extend to 1m", ms)
+	}
+	// Our SHA1s are what any client computes for the standard scripts.
+	var sha string
+	s.Do(t, &sha, "SCRIPT", "LOAD", ReleaseScript)
+	if sha != releaseSHA {
+		t.Errorf("release sha %s, redis says %s", releaseSHA, sha)
+	}
+	s.Do(t, &sha, "SCRIPT", "LOAD", ExtendScript)
+	if sha != extendSHA {
+		t.Errorf("extend sha %s, redis says %s", extendSHA, sha)
+	}
+}
+
+func TestAuthAndSelect(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	s.Do(t, nil, "ACL", "SETUSER", "alice", "on", ">s3cret", "~*", "+@all")
+
+	tr := dial(t, Config{Addr: "redis://alice:s3cret@" + s.Addr + "/3"})
+	mustDo(t, tr, []transport.Op{acq("k", "v", time.Minute)}, true)
+	if _, ok := s.Get(t, "k"); ok {
+		t.Error("k landed in db 0, want db 3")
+	}
+	ctx := ctxTimeout(t, 5*time.Second)
+	c, err := (radix.Dialer{SelectDB: "3"}).Dial(ctx, "tcp", s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var v string
+	if err := c.Do(ctx, radix.Cmd(&v, "GET", "k")); err != nil || v != "v" {
+		t.Errorf("GET k in db 3 = %q %v", v, err)
+	}
+
+	_, err = Dial(ctx, Config{Addr: "redis://alice:wrong@" + s.Addr})
+	if !errors.Is(err, transport.ErrUnavailable) || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Errorf("Dial with a wrong password: %v, want ErrUnavailable saying WRONGPASS", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "wrong@") {
+		t.Errorf("error leaks the password: %v", err)
+	}
+}
+
+// TestTLS connects through a TLS-terminating proxy in front of redis-server,
+// which checks our TLS settings (ServerName, roots) without needing a TLS
+// build of redis.
+func TestTLS(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	cert, pool := selfSigned(t, "redis.test")
+	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	t.Cleanup(func() { l.Close() })
+	var (
+		connsMu sync.Mutex
+		conns   []net.Conn
+	)
+	t.Cleanup(func() {
+		connsMu.Lock()
+		defer connsMu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", s.Addr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			connsMu.Lock()
+			conns = append(conns, c, up)
+			connsMu.Unlock()
+			wg.Go(func() { io.Copy(up, c); up.Close() })
+			wg.Go(func() { io.Copy(c, up); c.Close() })
+		}
+	})
+	addr := "rediss://" + l.Addr().String()
+
+	tr := dial(t, Config{Addr: addr, TLSConfig: &tls.Config{RootCAs: pool, ServerName: "redis.test"}})
+	mustDo(t, tr, []transport.Op{acq("k", "v", time.Minute), rel("k", "v")}, true, true)
+	tr.Close()
+
+	// The certificate names redis.test, not 127.0.0.1: with ServerName
+	// defaulting to the address's host, verification must fail.
+	ctx := ctxTimeout(t, 5*time.Second)
+	if _, err := Dial(ctx, Config{Addr: addr, TLSConfig: &tls.Config{RootCAs: pool}}); err == nil ||
+		!strings.Contains(err.Error(), "certificate") {
+		t.Errorf("Dial with a mismatched ServerName: %v, want a certificate error", err)
+	}
+	// Plain TCP to a TLS port does not get through either.
+	if _, err := Dial(ctx, Config{Addr: l.Addr().String(), DialTimeout: 200 * time.Millisecond}); err == nil {
+		t.Error("plain Dial to a TLS listener succeeded")
+	}
+}
+
+func selfSigned(t *testing.T, host string) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: host},
+		DNSNames:              []string{host},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
+}
+
+func TestNameAndMismatchedLengths(t *testing.T) {
+	tr, err := New(Config{Addr: "redis://localhost:1/2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if tr.Name() != "localhost:1" {
+		t.Errorf("Name = %q", tr.Name())
+	}
+	res := make([]transport.Result, 1)
+	err = tr.Do(context.Background(), []transport.Op{acq("a", "v", time.Second), acq("b", "v", time.Second)}, res)
+	if !errors.Is(err, transport.ErrInvalidOp) || !errors.Is(res[0].Err, transport.ErrInvalidOp) {
+		t.Errorf("Do with fewer results than ops: %v %+v", err, res[0])
+	}
+}
+
+// TestConcurrentBatchesAcrossReconnects runs batches from many goroutines
+// while the master is killed and restarted: no batch may hang, report OK
+// without an answer, or race.
+func TestConcurrentBatchesAcrossReconnects(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	tr := dial(t, Config{Addr: s.Addr})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var okCount, errCount sync.Map
+	for g := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := fmt.Sprintf("g%d-%d", g, i)
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+				res := make([]transport.Result, 2)
+				err := tr.Do(ctx, []transport.Op{acq(k, "v", time.Minute), rel(k, "v")}, res)
+				cancel()
+				if err == nil {
+					okCount.Store(g, true)
+					if !res[0].OK || !res[1].OK {
+						t.Errorf("fresh key %s: %+v", k, res)
+					}
+				} else {
+					errCount.Store(g, true)
+					time.Sleep(time.Millisecond)
+				}
+			}
+		})
+	}
+	time.Sleep(50 * time.Millisecond)
+	s.Kill()
+	time.Sleep(50 * time.Millisecond)
+	s.Restart(t)
+	eventually(t, 5*time.Second, func() error {
+		_, err := do(tr, acq("probe", "v", time.Second))
+		return err
+	})
+	time.Sleep(50 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+}
