@@ -55,7 +55,21 @@ const (
 	// Extend is the compare-and-pexpire script: set a new ttl on key if it
 	// holds value. A missing key is never re-created.
 	Extend
+	// AcquireFenced is Acquire that, when the key was set, also increments
+	// the key's fencing counter (stored under FenceKey(Key), no expiry) in
+	// the same atomic step and returns the new count in Result.Token.
+	AcquireFenced
+	// RaiseFence sets the fencing counter FenceKey(Key) to Token if it is
+	// lower (never lowers it). OK reports that the counter is now >= Token.
+	RaiseFence
 )
+
+// FencePrefix starts the name of every fencing counter. Lock keys must not
+// start with it.
+const FencePrefix = "redlock-fence:"
+
+// FenceKey is the name of key's fencing counter on a master.
+func FenceKey(key string) string { return FencePrefix + key }
 
 func (k OpKind) String() string {
 	switch k {
@@ -65,26 +79,40 @@ func (k OpKind) String() string {
 		return "release"
 	case Extend:
 		return "extend"
+	case AcquireFenced:
+		return "acquire-fenced"
+	case RaiseFence:
+		return "raise-fence"
 	}
 	return "unknown"
 }
 
-// Op is one operation on one master. TTL is used by Acquire and Extend and
-// must be a whole number of milliseconds (the resolution of PX): rounding it
-// either way would make the master's expiry differ from the one the engine
-// computes validity with, so Check rejects anything else.
+// Op is one operation on one master. TTL is used by Acquire, AcquireFenced
+// and Extend and must be a whole number of milliseconds (the resolution of
+// PX): rounding it either way would make the master's expiry differ from the
+// one the engine computes validity with, so Check rejects anything else.
+//
+// Multi-key: when Keys is non-empty, an Acquire, Release or Extend covers
+// every key in Keys at once and atomically (one script on Redis), and Key is
+// the first of them. Acquire sets all keys only if none exists; Release
+// deletes each key that holds Value and is OK if it deleted every one; Extend
+// extends only if every key holds Value. Fenced ops are single-key.
 type Op struct {
 	Kind  OpKind
 	Key   string
+	Keys  []string
 	Value string
 	TTL   time.Duration
+	Token int64 // RaiseFence: the token to raise the counter to
 }
 
 // Result is the outcome of one Op.
 type Result struct {
 	// OK is true when the op took effect: the key was set, deleted or
-	// extended.
+	// extended, or the fence raised.
 	OK bool
+	// Token is AcquireFenced's new fencing count (when OK).
+	Token int64
 	// Err is non-nil when the master gave no definite answer. The op may
 	// still have been applied.
 	Err error
@@ -116,6 +144,17 @@ type InfoReporter interface {
 	ServerInfo(ctx context.Context) (ServerInfo, error)
 }
 
+// Epocher is an optional interface for a transport that reconnects: Epoch
+// changes every time the transport starts talking to the master over a new
+// connection (and so, maybe, to a master process that restarted and lost its
+// keys). The engine reads it around every batch and does not count votes
+// from an epoch whose ServerInfo it has not checked. A transport with
+// InfoReporter but without Epocher leaves a window, up to the engine's info
+// interval, in which a restarted master can vote.
+type Epocher interface {
+	Epoch() uint64
+}
+
 // Pinger is an optional interface: a transport that can check that the
 // master answers, and how fast.
 type Pinger interface {
@@ -145,7 +184,7 @@ var (
 // so that they all reject the same ops with the same error.
 func Check(op *Op) error {
 	switch op.Kind {
-	case Acquire, Extend:
+	case Acquire, Extend, AcquireFenced:
 		if op.TTL < time.Millisecond {
 			return fmt.Errorf("%w: %s: ttl %v is below 1ms", ErrInvalidOp, op.Kind, op.TTL)
 		}
@@ -153,14 +192,31 @@ func Check(op *Op) error {
 			return fmt.Errorf("%w: %s: ttl %v is not a whole number of milliseconds", ErrInvalidOp, op.Kind, op.TTL)
 		}
 	case Release:
+	case RaiseFence:
+		if op.Token < 1 {
+			return fmt.Errorf("%w: %s: token %d must be positive", ErrInvalidOp, op.Kind, op.Token)
+		}
 	default:
 		return fmt.Errorf("%w: unknown op kind %d", ErrInvalidOp, op.Kind)
 	}
 	if op.Key == "" {
 		return fmt.Errorf("%w: %s: empty key", ErrInvalidOp, op.Kind)
 	}
-	if op.Value == "" {
+	if op.Value == "" && op.Kind != RaiseFence {
 		return fmt.Errorf("%w: %s: empty value", ErrInvalidOp, op.Kind)
+	}
+	if len(op.Keys) > 0 {
+		if op.Kind == AcquireFenced || op.Kind == RaiseFence {
+			return fmt.Errorf("%w: %s: fenced ops take one key", ErrInvalidOp, op.Kind)
+		}
+		if op.Keys[0] != op.Key {
+			return fmt.Errorf("%w: %s: Key must be Keys[0]", ErrInvalidOp, op.Kind)
+		}
+		for _, k := range op.Keys {
+			if k == "" {
+				return fmt.Errorf("%w: %s: empty key among Keys", ErrInvalidOp, op.Kind)
+			}
+		}
 	}
 	return nil
 }
