@@ -30,6 +30,8 @@ const (
 	phaseCleaning        // the last attempt failed; waiting for its releases
 	phaseReleasing       // Unlock: waiting for every master
 	phaseExtending       // Extend: waiting for a quorum decision
+	phaseFencing         // a fenced acquire won: writing its token back
+	phaseQueued          // waiting for its turn in the key's local queue
 	phaseDone
 )
 
@@ -40,17 +42,24 @@ const (
 type Call struct {
 	// Request, set by the caller before Submit and read-only afterwards.
 	Kind  CallKind
-	Op    string // the user-facing name for errors: "lock", "trylock", ...
-	Key   string
+	Op    string   // the user-facing name for errors: "lock", "trylock", ...
+	Key   string   // the key, or the first of Keys
+	Keys  []string // a multi-key lock's keys, nil for one key
 	Value string
 	TTL   time.Duration
 	Drift time.Duration
 	Retry api.Retry
+	// Fenced asks for a fencing token (single-key acquire only).
+	Fenced bool
+	// Queue makes an acquire wait in the key's local queue: goroutines of
+	// this engine that want the same key contend one at a time, in order.
+	Queue bool
 
 	// Result, valid once Done is closed.
 	Err      error
 	Start    time.Time     // t1 of the attempt that decided
 	Validity time.Duration // for a held or extended lock: ttl - elapsed - drift
+	Token    int64         // the fencing token of a fenced acquire
 
 	done chan struct{}
 
@@ -66,10 +75,21 @@ type Call struct {
 	answered uint64 // bit i: master i answered in this phase
 	grants   uint64 // bit i: master i granted in this phase
 	errs     []error
+	token    int64 // the largest token granted in this attempt
+	wake     bool  // a local Unlock of the key came while this attempt was out
 	lastErr  error
 	lastAns  []api.MasterAnswer
 	bo       *backoff.ExponentialBackOff
-	stop     scheduler.CancelFunc
+	timer    scheduler.CancelFunc // the armed retry timer, if any
+}
+
+// stop disarms the retry timer. A tick it already sent is dropped by its
+// stale seq.
+func (c *Call) stop() {
+	if c.timer != nil {
+		c.timer()
+		c.timer = nil
+	}
 }
 
 // NewCall returns a Call ready to be filled and submitted.

@@ -31,6 +31,10 @@ type Config struct {
 	MaxInFlight   int
 	Coordinators  int
 	Logger        *slog.Logger
+	// QuarantinePeriod > 0 turns the restart quarantine on (see
+	// quarantine.go); CheckInterval is how often masters are re-read.
+	QuarantinePeriod time.Duration
+	CheckInterval    time.Duration
 }
 
 // Cluster is a running set of node and coordinator actors.
@@ -70,6 +74,14 @@ func Start(cfg Config) (*Cluster, error) {
 	coords := make([]*actor.PID, cfg.Coordinators)
 	for i, t := range cfg.Transports {
 		nd := &node{index: i, t: t, timeout: cfg.MasterTimeout, maxBatch: cfg.MaxBatch, maxInFlight: cfg.MaxInFlight, coords: coords, wg: &c.io}
+		if cfg.QuarantinePeriod > 0 {
+			if info, ok := t.(transport.InfoReporter); ok {
+				ep, _ := t.(transport.Epocher)
+				nd.q = &quarantine{period: cfg.QuarantinePeriod, interval: cfg.CheckInterval, info: info, epocher: ep, name: cfg.Names[i], logger: logger}
+			} else {
+				logger.Warn("redlock: master cannot report its run id and uptime, so it is not quarantined after a restart; it must keep its data across restarts", "master", cfg.Names[i])
+			}
+		}
 		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return nd }), fmt.Sprintf("node-%d", i))
 		if err != nil {
 			c.stopAll()

@@ -21,10 +21,19 @@ type coordinator struct {
 	quorum        int
 	masterTimeout time.Duration
 
-	self   *actor.PID
-	sched  *scheduler.TimerScheduler
-	seq    uint64
-	active map[*Call]struct{}
+	self    *actor.PID
+	sched   *scheduler.TimerScheduler
+	seq     uint64
+	active  map[*Call]struct{}
+	queues  map[string]*waitQueue // keys with a local contender
+	closing bool
+}
+
+// waitQueue is the local line for one key (design §6): one contender runs
+// attempts, the others wait their turn, first come first served.
+type waitQueue struct {
+	contender *Call
+	waiters   []*Call
 }
 
 func (c *coordinator) Receive(ctx actor.Context) {
@@ -45,12 +54,15 @@ func (c *coordinator) Receive(ctx actor.Context) {
 		c.self = ctx.Self()
 		c.sched = scheduler.NewTimerScheduler(ctx)
 		c.active = make(map[*Call]struct{})
+		c.queues = make(map[string]*waitQueue)
 	case *closeCalls:
+		c.closing = true
 		for call := range c.active {
 			c.abandon(ctx, call, api.ErrClosed)
 		}
 		close(m.done)
 	case *actor.Stopping:
+		c.closing = true
 		for call := range c.active {
 			c.abandon(ctx, call, api.ErrClosed)
 		}
@@ -61,12 +73,33 @@ func (c *coordinator) start(ctx actor.Context, call *Call) {
 	c.active[call] = struct{}{}
 	switch call.Kind {
 	case Acquire:
+		if call.Queue {
+			if q := c.queues[call.Key]; q != nil {
+				call.phase = phaseQueued
+				q.waiters = append(q.waiters, call)
+				return
+			}
+			c.queues[call.Key] = &waitQueue{contender: call}
+		}
 		c.attempt(ctx, call)
 	case Release:
 		c.begin(call, phaseReleasing)
+		call.t1 = time.Now()
 		c.send(ctx, call, transport.Release, true)
+		// A local waiter sleeping in backoff goes now: the node actors
+		// send this release before its SET, so it finds the key free.
+		if q := c.queues[call.Key]; q != nil {
+			switch q.contender.phase {
+			case phaseWaiting:
+				q.contender.stop()
+				c.attempt(ctx, q.contender)
+			case phaseAcquiring:
+				q.contender.wake = true // its SET went out before this release
+			}
+		}
 	case Extend:
 		c.begin(call, phaseExtending)
+		call.t1 = time.Now()
 		c.send(ctx, call, transport.Extend, true)
 	}
 }
@@ -77,17 +110,22 @@ func (c *coordinator) begin(call *Call, p phase) {
 	c.seq++
 	call.seq = c.seq
 	call.phase = p
-	call.t1 = time.Now()
 	call.granted, call.refused, call.failed, call.replied = 0, 0, 0, 0
 	call.answered, call.grants = 0, 0
 	clear(call.errs)
 }
 
 func (c *coordinator) attempt(ctx actor.Context, call *Call) {
-	call.stop = nil
+	call.timer = nil
 	call.attempts++
+	call.token = 0
 	c.begin(call, phaseAcquiring)
-	c.send(ctx, call, transport.Acquire, true)
+	call.t1 = time.Now()
+	if call.Fenced {
+		c.send(ctx, call, transport.AcquireFenced, true)
+	} else {
+		c.send(ctx, call, transport.Acquire, true)
+	}
 }
 
 // send fans one op out to every master at once; one message, shared by all.
@@ -95,11 +133,14 @@ func (c *coordinator) send(ctx actor.Context, call *Call, kind transport.OpKind,
 	r := &opRequest{
 		call:  call,
 		seq:   call.seq,
-		op:    transport.Op{Kind: kind, Key: call.Key, Value: call.Value, TTL: call.TTL},
+		op:    transport.Op{Kind: kind, Key: call.Key, Keys: call.Keys, Value: call.Value, TTL: call.TTL},
 		shard: c.shard,
 		reply: reply,
 	}
-	if kind == transport.Acquire {
+	if kind == transport.RaiseFence {
+		r.op.Token = call.token
+	}
+	if kind == transport.Acquire || kind == transport.AcquireFenced {
 		r.deadline = call.t1.Add(c.masterTimeout)
 	}
 	for _, pid := range c.nodes {
@@ -109,13 +150,13 @@ func (c *coordinator) send(ctx actor.Context, call *Call, kind transport.OpKind,
 
 func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 	call := rep.req.call
-	if rep.req.seq != call.seq || call.phase == phaseDone || call.phase == phaseWaiting {
+	if rep.req.seq != call.seq || call.phase == phaseDone || call.phase == phaseWaiting || call.phase == phaseQueued {
 		return // a late reply to an attempt already decided
 	}
 	if call.phase == phaseCleaning {
 		if rep.req.op.Kind == transport.Release {
 			if call.replied++; call.replied == len(c.nodes) {
-				c.finish(call, call.lastErr)
+				c.finish(ctx, call, call.lastErr)
 			}
 		}
 		return
@@ -132,19 +173,30 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 	case rep.res.OK:
 		call.granted++
 		call.grants |= 1 << node
+		call.token = max(call.token, rep.res.Token)
 	default:
 		call.refused++
 	}
 	n := len(c.nodes)
 	switch call.phase {
-	case phaseAcquiring:
+	case phaseAcquiring, phaseFencing:
 		if call.granted >= c.quorum {
-			if v := call.TTL - time.Since(call.t1) - call.Drift; v > 0 {
-				call.Start, call.Validity = call.t1, v
-				c.finish(call, nil)
-			} else {
+			v := call.TTL - time.Since(call.t1) - call.Drift
+			switch {
+			case v <= 0:
 				c.failAttempt(ctx, call, api.ErrQuorumUnreachable, "a majority granted, but too late: the validity was used up")
+			case call.phase == phaseAcquiring && call.Fenced:
+				// The token is the largest a majority granted; it is only
+				// safe once a majority has it (design §4), so that the next
+				// grant's majority, which meets this one, counts on from it.
+				c.begin(call, phaseFencing)
+				c.send(ctx, call, transport.RaiseFence, true)
+			default:
+				call.Start, call.Validity, call.Token = call.t1, v, call.token
+				c.finish(ctx, call, nil)
 			}
+		} else if call.phase == phaseFencing && call.refused+call.failed > n-c.quorum {
+			c.failAttempt(ctx, call, api.ErrQuorumUnreachable, "the fencing token was not confirmed by a majority")
 		} else if call.refused+call.failed > n-c.quorum {
 			if call.failed > n-c.quorum {
 				c.failAttempt(ctx, call, api.ErrQuorumUnreachable, "")
@@ -156,15 +208,15 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 		if call.granted >= c.quorum {
 			if v := call.TTL - time.Since(call.t1) - call.Drift; v > 0 {
 				call.Start, call.Validity = call.t1, v
-				c.finish(call, nil)
+				c.finish(ctx, call, nil)
 			} else {
-				c.finish(call, c.errorf(call, api.ErrNotHeld, "a majority extended, but too late: the validity was used up"))
+				c.finish(ctx, call, c.errorf(call, api.ErrNotHeld, "a majority extended, but too late: the validity was used up"))
 			}
 		} else if call.refused+call.failed > n-c.quorum {
 			if call.failed > n-c.quorum {
-				c.finish(call, c.errorf(call, api.ErrQuorumUnreachable, "extension not confirmed"))
+				c.finish(ctx, call, c.errorf(call, api.ErrQuorumUnreachable, "extension not confirmed"))
 			} else {
-				c.finish(call, c.errorf(call, api.ErrNotHeld, "a majority no longer holds it"))
+				c.finish(ctx, call, c.errorf(call, api.ErrNotHeld, "a majority no longer holds it"))
 			}
 		}
 	case phaseReleasing:
@@ -175,11 +227,11 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 		}
 		switch {
 		case call.granted >= c.quorum:
-			c.finish(call, nil)
+			c.finish(ctx, call, nil)
 		case call.granted+call.failed >= c.quorum:
-			c.finish(call, c.errorf(call, api.ErrQuorumUnreachable, "release not confirmed by a majority"))
+			c.finish(ctx, call, c.errorf(call, api.ErrQuorumUnreachable, "release not confirmed by a majority"))
 		default:
-			c.finish(call, c.errorf(call, api.ErrNotHeld, "it had already expired or been released"))
+			c.finish(ctx, call, c.errorf(call, api.ErrNotHeld, "it had already expired or been released"))
 		}
 	}
 }
@@ -211,19 +263,37 @@ func (c *coordinator) failAttempt(ctx actor.Context, call *Call, sentinel error,
 		}
 		call.bo.Reset()
 	}
+	if call.wake {
+		// The lock was released locally while this attempt was out: the
+		// key is free now, no need to wait.
+		call.wake = false
+		c.attempt(ctx, call)
+		return
+	}
 	d := call.bo.NextBackOff()
 	// Never retry sooner than the attempt took, so that clients that
 	// collided fall out of step instead of colliding again.
 	if took := time.Since(call.t1); d <= took {
 		d += took
 	}
-	call.stop = c.sched.SendOnce(d, c.self, &retryTick{call: call, seq: call.seq})
+	call.timer = c.sched.SendOnce(d, c.self, &retryTick{call: call, seq: call.seq})
 }
 
 // cancel ends a call whose caller's context ended.
 func (c *coordinator) cancel(ctx actor.Context, call *Call, cause error) {
-	if call.phase == phaseDone {
+	switch call.phase {
+	case phaseDone:
 		return
+	case phaseQueued:
+		// A waiter that gives up leaves the line at once.
+		if q := c.queues[call.Key]; q != nil {
+			for i, w := range q.waiters {
+				if w == call {
+					q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+					break
+				}
+			}
+		}
 	}
 	c.abandon(ctx, call, cause)
 }
@@ -235,24 +305,44 @@ func (c *coordinator) abandon(ctx actor.Context, call *Call, cause error) {
 		last = e.Err
 	}
 	ans := call.lastAns
-	if call.phase == phaseAcquiring || call.phase == phaseReleasing || call.phase == phaseExtending {
+	switch call.phase {
+	case phaseAcquiring, phaseReleasing, phaseExtending, phaseFencing:
 		ans = c.answers(call)
 	}
-	if call.phase == phaseAcquiring {
+	if call.phase == phaseAcquiring || call.phase == phaseFencing {
 		c.send(ctx, call, transport.Release, false)
 	}
-	c.finish(call, &api.Error{Op: call.Op, Key: call.Key, Err: cause, Last: last, Attempts: call.attempts, Masters: ans})
+	c.finish(ctx, call, &api.Error{Op: call.Op, Key: call.Key, Err: cause, Last: last, Attempts: call.attempts, Masters: ans})
 }
 
-func (c *coordinator) finish(call *Call, err error) {
-	if call.stop != nil {
-		call.stop()
-		call.stop = nil
-	}
+func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
+	call.stop()
 	call.phase = phaseDone
 	call.Err = err
 	delete(c.active, call)
 	close(call.done)
+	if call.Queue {
+		c.handOn(ctx, call)
+	}
+}
+
+// handOn gives the key's turn to the next local waiter once its contender
+// is done, whether it won (the waiter then finds the lock taken and backs
+// off until a local Unlock wakes it) or gave up.
+func (c *coordinator) handOn(ctx actor.Context, call *Call) {
+	q := c.queues[call.Key]
+	if q == nil || q.contender != call {
+		return // a waiter that left the line before its turn
+	}
+	if len(q.waiters) == 0 || c.closing {
+		delete(c.queues, call.Key)
+		return
+	}
+	next := q.waiters[0]
+	q.waiters[0] = nil
+	q.waiters = q.waiters[1:]
+	q.contender = next
+	c.attempt(ctx, next)
 }
 
 func (c *coordinator) errorf(call *Call, sentinel error, detail string) error {

@@ -40,14 +40,16 @@ type node struct {
 	free     []*batch
 	drained  []chan struct{}
 	counts   []int // per-shard reply counts, scratch for deliver
+	q        *quarantine
 }
 
 // batch is one Do call's worth of work; it is also the message the I/O
 // goroutine sends back when the batch returns.
 type batch struct {
-	reqs []*opRequest
-	ops  []transport.Op
-	res  []transport.Result
+	reqs  []*opRequest
+	ops   []transport.Op
+	res   []transport.Result
+	epoch uint64 // the transport's epoch around Do (see quarantine)
 }
 
 // drainMsg asks a node to close done once its queue is empty and nothing is
@@ -63,12 +65,14 @@ func (n *node) Receive(ctx actor.Context) {
 		n.inflight--
 		if n.busy != nil {
 			for i := range m.ops {
-				k := m.ops[i].Key
-				if n.busy[k]--; n.busy[k] <= 0 {
-					delete(n.busy, k)
-				}
+				eachKey(&m.ops[i], func(k string) {
+					if n.busy[k]--; n.busy[k] <= 0 {
+						delete(n.busy, k)
+					}
+				})
 			}
 		}
+		n.q.vet(n, m)
 		n.deliver(ctx, m.reqs, m.res)
 		n.recycle(m)
 		n.flush()
@@ -76,9 +80,16 @@ func (n *node) Receive(ctx actor.Context) {
 	case *drainMsg:
 		n.drained = append(n.drained, m.done)
 		n.checkDrained()
+	case *infoResult:
+		n.q.learn(n, m)
+	case *infoTick:
+		n.q.check(n)
+	case *actor.Stopping:
+		n.q.stop()
 	case *actor.Started:
 		n.self = ctx.Self()
 		n.root = ctx.ActorSystem().Root
+		n.q.start(n, ctx)
 		if n.maxInFlight > 1 {
 			n.busy = make(map[string]int)
 		}
@@ -106,11 +117,11 @@ func (n *node) flush() {
 				keep = append(keep, n.queue[i:]...)
 				break
 			}
-			if n.busy != nil && n.busy[r.op.Key] > 0 {
+			if n.busy != nil && n.isBusy(&r.op) {
 				keep = append(keep, r)
 				continue
 			}
-			if r.op.Kind == transport.Acquire {
+			if r.op.Kind == transport.Acquire || r.op.Kind == transport.AcquireFenced {
 				if now.IsZero() {
 					now = time.Now()
 				}
@@ -130,7 +141,7 @@ func (n *node) flush() {
 		}
 		if n.busy != nil {
 			for i := range b.ops {
-				n.busy[b.ops[i].Key]++
+				eachKey(&b.ops[i], func(k string) { n.busy[k]++ })
 			}
 		}
 		if cap(b.res) < len(b.ops) {
@@ -155,6 +166,12 @@ func (n *node) do(b *batch) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), n.timeout)
 	defer cancel()
+	b.epoch = n.q.epoch()
+	defer func() {
+		if e := n.q.epoch(); e != b.epoch {
+			b.epoch = ^uint64(0) // served (partly) by a new connection: unvetted
+		}
+	}()
 	if err := n.t.Do(ctx, b.ops, b.res); err != nil {
 		// The contract says Do has set every Err already; a transport that
 		// forgot must not turn an unknown outcome into a "no".
@@ -192,6 +209,29 @@ func (n *node) deliver(ctx actor.Context, reqs []*opRequest, res []transport.Res
 		}
 		ctx.Send(n.coords[shard], &nodeReplies{node: n.index, items: items})
 	}
+}
+
+// eachKey calls fn for every key op touches.
+func eachKey(op *transport.Op, fn func(string)) {
+	if len(op.Keys) == 0 {
+		fn(op.Key)
+		return
+	}
+	for _, k := range op.Keys {
+		fn(k)
+	}
+}
+
+func (n *node) isBusy(op *transport.Op) bool {
+	if len(op.Keys) == 0 {
+		return n.busy[op.Key] > 0
+	}
+	for _, k := range op.Keys {
+		if n.busy[k] > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (n *node) batch() *batch {

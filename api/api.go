@@ -36,6 +36,12 @@ type Locker interface {
 	Lock(ctx context.Context, key string, opts ...Option) (Lock, error)
 	// TryLock makes exactly one attempt.
 	TryLock(ctx context.Context, key string, opts ...Option) (Lock, error)
+	// LockAll takes several keys as one lock, all or nothing: on each master
+	// either every key is set or none is. Released and extended together.
+	// It waits like Lock; fencing does not apply to multi-key locks.
+	LockAll(ctx context.Context, keys []string, opts ...Option) (Lock, error)
+	// TryLockAll is LockAll with exactly one attempt.
+	TryLockAll(ctx context.Context, keys []string, opts ...Option) (Lock, error)
 	// Close stops the engine: operations in progress fail with ErrClosed,
 	// and every actor, timer, goroutine and connection is stopped. Locks
 	// still held stay on the masters until they expire.
@@ -44,8 +50,10 @@ type Locker interface {
 
 // Lock is a held lock. Its methods are safe for concurrent use.
 type Lock interface {
-	// Key is the lock's name.
+	// Key is the lock's name (the first key of a multi-key lock).
 	Key() string
+	// Keys lists every key of the lock.
+	Keys() []string
 	// Value is the lock's unique value on the masters (also its owner id).
 	Value() string
 	// Until is the validity deadline: the lock is exclusive before it. It
@@ -53,6 +61,19 @@ type Lock interface {
 	Until() time.Time
 	// TTL is the lock's time to live on the masters.
 	TTL() time.Duration
+	// Token is the lock's fencing token (WithFencing), 0 without fencing.
+	// Tokens of one key grow strictly with every grant as long as a majority
+	// of masters keeps its counters; pass it to the resource you protect so
+	// that it can refuse a holder whose token is older than one it saw.
+	Token() int64
+	// Done is closed the moment the engine can no longer vouch for the
+	// lock: its validity ran out, an extension failed, it was unlocked, or
+	// the engine closed. Err then says which. Work that must not outlive
+	// the lock should stop when Done is closed.
+	Done() <-chan struct{}
+	// Err is nil while Done is open; afterwards it wraps ErrNotHeld (as
+	// ErrExpired, ErrReleased, or an extension's error) or ErrClosed.
+	Err() error
 	// Extend sets the lock's expiry to TTL from now on every master that
 	// still holds it, and moves Until. It fails with ErrNotHeld once Until
 	// has passed, when a majority no longer holds the lock, or when

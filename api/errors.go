@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -24,6 +25,15 @@ var (
 	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrClosed: the Locker was closed.
 	ErrClosed = errors.New("locker closed")
+
+	// ErrExpired: the lock's validity ran out (a cause of Lock.Err).
+	ErrExpired = fmt.Errorf("%w: its validity ran out", ErrNotHeld)
+	// ErrReleased: the lock was unlocked (a cause of Lock.Err).
+	ErrReleased = fmt.Errorf("%w: it was released", ErrNotHeld)
+	// ErrQuarantined is the answer of a master that restarted less than the
+	// quarantine period ago: it does not vote, since it may have forgotten
+	// locks that are still valid. Seen in Error.Masters.
+	ErrQuarantined = errors.New("master in restart quarantine")
 )
 
 // Answer is what one master answered in the last attempt of an operation.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -46,6 +47,37 @@ type Options struct {
 	// MaxInFlight is the most batches a node actor has in flight to its
 	// master at once. Default 2. Engine-wide.
 	MaxInFlight int
+	// Fencing gives each lock a fencing token (Lock.Token) at the price of
+	// one more round trip per acquisition. Default off; per lock.
+	Fencing bool
+	// AutoExtend, when in (0, 1), extends a held lock each time that share of
+	// its validity has passed, up to MaxExtensions times, until Unlock; a
+	// failed extension ends the lock (Lock.Done). 0 (the default) is off.
+	// Per lock.
+	AutoExtend float64
+	// Quarantine keeps a restarted master from voting. Engine-wide.
+	Quarantine Quarantine
+}
+
+// Quarantine is the restart quarantine (design §3): a master that restarted
+// without persistence has forgotten its locks, so it must not vote until
+// every lock it may have held has expired, that is for the largest TTL in
+// use after it started. The engine reads each master's run id and uptime on
+// every reconnect and every CheckInterval; a master up for less than Period
+// answers ErrQuarantined instead of voting. A transport without
+// transport.InfoReporter cannot be quarantined: it is trusted to keep its
+// data across restarts (Redis with appendfsync always, say).
+type Quarantine struct {
+	// Off disables the quarantine: only for masters that never lose data on
+	// a restart, or to show the failure it prevents.
+	Off bool
+	// Period is how long a master sits out after it starts. It must be at
+	// least the largest TTL of any lock on these masters, by any client;
+	// a lock whose TTL exceeds it is refused. Default: the engine's TTL.
+	Period time.Duration
+	// CheckInterval is how often each master's run id and uptime are read
+	// besides every reconnect. Default 1s.
+	CheckInterval time.Duration
 }
 
 // Retry is the retry budget and backoff shape of Lock. Delays grow from
@@ -78,6 +110,7 @@ func DefaultOptions() Options {
 		Coordinators:  2,
 		MaxBatch:      512,
 		MaxInFlight:   2,
+		Quarantine:    Quarantine{CheckInterval: time.Second},
 	}
 }
 
@@ -182,6 +215,48 @@ func WithBatching(maxBatch, maxInFlight int) Option {
 	}
 }
 
+// WithFencing turns fencing tokens on (or off) for the locks it applies to.
+func WithFencing(on bool) Option {
+	return func(o *Options) error {
+		o.Fencing = on
+		return nil
+	}
+}
+
+// WithAutoExtend extends held locks each time the share frac of their
+// validity has passed (0 turns it off). 0.5 is a sound choice.
+func WithAutoExtend(frac float64) Option {
+	return func(o *Options) error {
+		if !(frac >= 0 && frac < 1) {
+			return invalid("auto-extend share %v must be in (0, 1), or 0 for off", frac)
+		}
+		o.AutoExtend = frac
+		return nil
+	}
+}
+
+// WithRestartQuarantine sets the quarantine period of restarted masters:
+// the largest TTL any client uses on these masters.
+func WithRestartQuarantine(period time.Duration) Option {
+	return func(o *Options) error {
+		if period <= 0 {
+			return invalid("quarantine period %v must be positive (use WithoutRestartQuarantine to switch it off)", period)
+		}
+		o.Quarantine.Off, o.Quarantine.Period = false, period
+		return nil
+	}
+}
+
+// WithoutRestartQuarantine switches the restart quarantine off. A master that
+// restarts without its data can then vote at once, and two owners can hold
+// one lock; use it only for masters that keep their data across restarts.
+func WithoutRestartQuarantine() Option {
+	return func(o *Options) error {
+		o.Quarantine.Off = true
+		return nil
+	}
+}
+
 // Drift is the allowance subtracted from every validity: TTL*DriftFactor + 2ms.
 func (o *Options) Drift() time.Duration {
 	return time.Duration(float64(o.TTL)*o.DriftFactor) + 2*time.Millisecond
@@ -218,6 +293,17 @@ func (o *Options) Validate() error {
 	if o.MaxBatch < 1 || o.MaxInFlight < 1 {
 		return invalid("batching (%d ops, %d in flight) must both be at least 1", o.MaxBatch, o.MaxInFlight)
 	}
+	if !(o.AutoExtend >= 0 && o.AutoExtend < 1) {
+		return invalid("auto-extend share %v must be in (0, 1), or 0 for off", o.AutoExtend)
+	}
+	if q := o.Quarantine; !q.Off {
+		if q.Period < 0 || q.CheckInterval <= 0 {
+			return invalid("quarantine period %v and check interval %v must be positive", q.Period, q.CheckInterval)
+		}
+		if q.Period > 0 && o.TTL > q.Period {
+			return invalid("ttl %v is longer than the restart quarantine %v: a restarted master could vote while it still owed this lock; raise the quarantine with WithRestartQuarantine", o.TTL, q.Period)
+		}
+	}
 	return o.Retry.validate()
 }
 
@@ -242,6 +328,13 @@ func (r *Retry) validate() error {
 	return nil
 }
 
+// FencePrefix starts the names of fencing counters on the masters; lock
+// keys must not start with it.
+const FencePrefix = "redlock-fence:"
+
+// MaxKeys is the most keys one multi-key lock may have.
+const MaxKeys = 64
+
 // CheckKey reports why key cannot be a lock key, or nil.
 func CheckKey(key string) error {
 	if key == "" {
@@ -249,6 +342,30 @@ func CheckKey(key string) error {
 	}
 	if len(key) > MaxKeyLen {
 		return invalid("key of %d bytes is longer than the %d-byte limit: use a shorter name (a hash of a long one)", len(key), MaxKeyLen)
+	}
+	if strings.HasPrefix(key, FencePrefix) {
+		return invalid("key %q starts with %q, which names fencing counters: choose another name", key, FencePrefix)
+	}
+	return nil
+}
+
+// CheckKeys reports why keys cannot be the keys of one multi-key lock.
+func CheckKeys(keys []string) error {
+	if len(keys) == 0 {
+		return invalid("no keys: give at least one")
+	}
+	if len(keys) > MaxKeys {
+		return invalid("%d keys: at most %d in one lock", len(keys), MaxKeys)
+	}
+	seen := make(map[string]struct{}, len(keys))
+	for _, k := range keys {
+		if err := CheckKey(k); err != nil {
+			return err
+		}
+		if _, dup := seen[k]; dup {
+			return invalid("key %q is listed twice: list each key once", k)
+		}
+		seen[k] = struct{}{}
 	}
 	return nil
 }

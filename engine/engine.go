@@ -34,6 +34,9 @@ type Engine struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	liveMu sync.Mutex
+	live   map[*lock]struct{} // locks with an armed timer, stopped on Close
 }
 
 var _ api.Locker = (*Engine)(nil)
@@ -112,7 +115,9 @@ func NewMemory(n int, opts ...api.Option) (*Engine, error) {
 	for i := range ts {
 		ts[i] = memory.NewNamed(fmt.Sprintf("memory-%d", i+1)).Transport()
 	}
-	return NewWithTransports(ts, opts...)
+	// Masters born with the engine have no past to forget, so there is
+	// nothing to quarantine (an option given here can still turn it on).
+	return NewWithTransports(ts, append([]api.Option{api.WithoutRestartQuarantine()}, opts...)...)
 }
 
 func checkTransports(ts []transport.Transport) error {
@@ -152,7 +157,7 @@ func start(ts []transport.Transport, o api.Options) (*Engine, error) {
 			names[i] = nm.Name()
 		}
 	}
-	cl, err := actors.Start(actors.Config{
+	cfg := actors.Config{
 		Transports:    ts,
 		Names:         names,
 		MasterTimeout: o.MasterTimeout,
@@ -160,11 +165,15 @@ func start(ts []transport.Transport, o api.Options) (*Engine, error) {
 		MaxInFlight:   o.MaxInFlight,
 		Coordinators:  o.Coordinators,
 		Logger:        o.Logger,
-	})
+	}
+	if !o.Quarantine.Off {
+		cfg.QuarantinePeriod, cfg.CheckInterval = o.Quarantine.Period, o.Quarantine.CheckInterval
+	}
+	cl, err := actors.Start(cfg)
 	if err != nil {
 		return nil, newErr(err)
 	}
-	return &Engine{opts: o, cluster: cl, transports: ts, names: names}, nil
+	return &Engine{opts: o, cluster: cl, transports: ts, names: names, live: make(map[*lock]struct{})}, nil
 }
 
 func options(opts []api.Option) (api.Options, error) {
@@ -177,7 +186,13 @@ func options(opts []api.Option) (api.Options, error) {
 			return o, err
 		}
 	}
-	return o, o.Validate()
+	if err := o.Validate(); err != nil {
+		return o, err
+	}
+	if !o.Quarantine.Off && o.Quarantine.Period == 0 {
+		o.Quarantine.Period = o.TTL
+	}
+	return o, nil
 }
 
 func closeAll(ts []transport.Transport) {
@@ -210,6 +225,15 @@ func (e *Engine) Options() api.Options { return e.opts }
 // than once.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
+		e.liveMu.Lock()
+		live := make([]*lock, 0, len(e.live))
+		for l := range e.live {
+			live = append(live, l)
+		}
+		e.liveMu.Unlock()
+		for _, l := range live {
+			l.lose(&api.Error{Op: "lock", Key: l.key, Err: api.ErrClosed})
+		}
 		err := e.cluster.Close()
 		for _, t := range e.transports {
 			err = errors.Join(err, t.Close())
@@ -220,21 +244,45 @@ func (e *Engine) Close() error {
 }
 
 // Lock takes the lock on key, retrying until it is held, the retry budget is
-// spent or ctx ends.
+// spent or ctx ends. Goroutines of this engine that want the same key wait
+// in a local line and contend one at a time, first come first served.
 func (e *Engine) Lock(ctx context.Context, key string, opts ...api.Option) (api.Lock, error) {
-	return e.acquire(ctx, "lock", key, opts, false)
+	return e.acquire(ctx, "lock", key, nil, opts, false)
 }
 
 // TryLock makes one attempt to take the lock on key.
 func (e *Engine) TryLock(ctx context.Context, key string, opts ...api.Option) (api.Lock, error) {
-	return e.acquire(ctx, "trylock", key, opts, true)
+	return e.acquire(ctx, "trylock", key, nil, opts, true)
 }
 
-func (e *Engine) acquire(ctx context.Context, op, key string, opts []api.Option, once bool) (api.Lock, error) {
+// LockAll takes every key in keys as one lock, all or nothing.
+func (e *Engine) LockAll(ctx context.Context, keys []string, opts ...api.Option) (api.Lock, error) {
+	return e.acquireAll(ctx, "lockall", keys, opts, false)
+}
+
+// TryLockAll makes one attempt to take every key in keys as one lock.
+func (e *Engine) TryLockAll(ctx context.Context, keys []string, opts ...api.Option) (api.Lock, error) {
+	return e.acquireAll(ctx, "trylockall", keys, opts, true)
+}
+
+func (e *Engine) acquireAll(ctx context.Context, op string, keys []string, opts []api.Option, once bool) (api.Lock, error) {
+	if err := api.CheckKeys(keys); err != nil {
+		return nil, &api.Error{Op: op, Err: err}
+	}
+	if len(keys) == 1 {
+		return e.acquire(ctx, op, keys[0], nil, opts, once)
+	}
+	return e.acquire(ctx, op, keys[0], append([]string(nil), keys...), opts, once)
+}
+
+func (e *Engine) acquire(ctx context.Context, op, key string, keys []string, opts []api.Option, once bool) (api.Lock, error) {
 	if err := api.CheckKey(key); err != nil {
 		return nil, &api.Error{Op: op, Key: key, Err: err}
 	}
 	o, err := e.lockOptions(opts)
+	if err == nil && o.Fencing && keys != nil {
+		err = fmt.Errorf("%w: fencing tokens are per key: take a fenced lock on one key, or leave fencing off for a multi-key lock", api.ErrInvalidArgument)
+	}
 	if err != nil {
 		return nil, &api.Error{Op: op, Key: key, Err: err}
 	}
@@ -242,15 +290,26 @@ func (e *Engine) acquire(ctx context.Context, op, key string, opts []api.Option,
 		return nil, &api.Error{Op: op, Key: key, Err: err}
 	}
 	call := actors.NewCall(actors.Acquire, op, key, newValue(), o.TTL, o.Drift())
+	call.Keys = keys
 	call.Retry = o.Retry
+	call.Fenced = o.Fencing
 	if once {
 		call.Retry.MaxAttempts = 1
+	} else {
+		call.Queue = keys == nil
 	}
 	if err := e.run(ctx, call); err != nil {
 		return nil, err
 	}
-	return &lock{e: e, key: key, value: call.Value, ttl: o.TTL, drift: o.Drift(), maxExt: o.MaxExtensions,
-		until: call.Start.Add(call.Validity)}, nil
+	l := &lock{e: e, key: key, keys: keys, value: call.Value, ttl: o.TTL, drift: o.Drift(), maxExt: o.MaxExtensions,
+		token: call.Token, auto: o.AutoExtend}
+	l.granted(call.Start, call.Validity)
+	if l.auto > 0 {
+		l.sig.Lock()
+		l.arm()
+		l.sig.Unlock()
+	}
+	return l, nil
 }
 
 // lockOptions applies per-call options over the engine's, refusing the ones
@@ -278,6 +337,8 @@ func (e *Engine) lockOptions(opts []api.Option) (api.Options, error) {
 		return o, engineOnly("coordinators")
 	case o.MaxBatch != base.MaxBatch || o.MaxInFlight != base.MaxInFlight:
 		return o, engineOnly("batching")
+	case o.Quarantine != base.Quarantine:
+		return o, engineOnly("restart quarantine")
 	}
 	return o, o.Validate()
 }
@@ -314,25 +375,142 @@ func newValue() string {
 type lock struct {
 	e      *Engine
 	key    string
+	keys   []string // nil for a single-key lock
 	value  string
 	ttl    time.Duration
 	drift  time.Duration
 	maxExt int
+	token  int64
+	auto   float64 // auto-extension share of validity, 0 for off
 
 	mu       sync.Mutex // serialises Extend and Unlock of one handle
-	until    time.Time
 	extended int
 	released bool
+
+	// sig guards the lifetime state. It is never held across I/O, so the
+	// lost-lock signal fires on time even while an extension is out.
+	sig      sync.Mutex
+	until    time.Time
+	extendAt time.Time // next auto-extension
+	done     chan struct{}
+	cause    error
+	timer    *time.Timer
 }
 
 func (l *lock) Key() string        { return l.key }
 func (l *lock) Value() string      { return l.value }
 func (l *lock) TTL() time.Duration { return l.ttl }
+func (l *lock) Token() int64       { return l.token }
+
+func (l *lock) Keys() []string {
+	if l.keys == nil {
+		return []string{l.key}
+	}
+	return append([]string(nil), l.keys...)
+}
 
 func (l *lock) Until() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.sig.Lock()
+	defer l.sig.Unlock()
 	return l.until
+}
+
+// Done is made on first use: a lock nobody watches costs no timer.
+func (l *lock) Done() <-chan struct{} {
+	l.sig.Lock()
+	defer l.sig.Unlock()
+	if l.done == nil {
+		l.done = make(chan struct{})
+		if l.cause != nil {
+			close(l.done)
+		} else {
+			l.arm()
+		}
+	}
+	return l.done
+}
+
+func (l *lock) Err() error {
+	l.sig.Lock()
+	defer l.sig.Unlock()
+	return l.cause
+}
+
+// granted records a (re)grant that began at start and is valid for v.
+func (l *lock) granted(start time.Time, v time.Duration) {
+	l.until = start.Add(v)
+	if l.auto > 0 {
+		l.extendAt = start.Add(time.Duration(float64(v) * l.auto))
+	}
+}
+
+// arm sets the timer for the next event: the validity deadline or, with
+// auto-extension, the next extension. sig must be held.
+func (l *lock) arm() {
+	if l.cause != nil {
+		return
+	}
+	next := l.until
+	if l.auto > 0 && l.extended < l.maxExt && l.extendAt.Before(next) {
+		next = l.extendAt
+	}
+	d := time.Until(next)
+	if l.timer == nil {
+		l.timer = time.AfterFunc(d, l.tick)
+		l.e.liveMu.Lock()
+		l.e.live[l] = struct{}{}
+		l.e.liveMu.Unlock()
+	} else {
+		l.timer.Reset(d)
+	}
+}
+
+func (l *lock) tick() {
+	l.sig.Lock()
+	if l.cause != nil {
+		l.sig.Unlock()
+		return
+	}
+	now := time.Now()
+	if !now.Before(l.until) {
+		l.sig.Unlock()
+		l.lose(&api.Error{Op: "lock", Key: l.key, Err: api.ErrExpired})
+		return
+	}
+	if l.auto == 0 || l.extended >= l.maxExt || now.Before(l.extendAt) {
+		l.arm()
+		l.sig.Unlock()
+		return
+	}
+	until := l.until
+	l.sig.Unlock()
+	// Extend never outlives the validity: past it the lock may be someone
+	// else's, and extending would be a lie.
+	ctx, cancel := context.WithDeadline(context.Background(), until)
+	err := l.Extend(ctx)
+	cancel()
+	if err != nil {
+		l.lose(&api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Last: err, Detail: "auto-extension failed"})
+	}
+}
+
+// lose ends the lock's life with cause: Done closes, timers stop.
+func (l *lock) lose(cause error) {
+	l.sig.Lock()
+	defer l.sig.Unlock()
+	if l.cause != nil {
+		return
+	}
+	l.cause = cause
+	if l.done != nil {
+		close(l.done)
+	}
+	if l.timer != nil {
+		l.timer.Stop()
+		l.e.liveMu.Lock()
+		delete(l.e.live, l)
+		l.e.liveMu.Unlock()
+	}
 }
 
 func (l *lock) Extend(ctx context.Context) error {
@@ -341,10 +519,15 @@ func (l *lock) Extend(ctx context.Context) error {
 	notHeld := func(why string) error {
 		return &api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Detail: why}
 	}
+	l.sig.Lock()
+	cause, until := l.cause, l.until
+	l.sig.Unlock()
 	switch {
 	case l.released:
 		return notHeld("it was released")
-	case !time.Now().Before(l.until):
+	case cause != nil:
+		return &api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Last: cause, Detail: "the lock was already lost"}
+	case !time.Now().Before(until):
 		return notHeld("its validity has passed; take the lock again")
 	case l.extended >= l.maxExt:
 		return notHeld(fmt.Sprintf("the limit of %d extensions is used up", l.maxExt))
@@ -354,11 +537,27 @@ func (l *lock) Extend(ctx context.Context) error {
 	}
 	l.extended++
 	call := actors.NewCall(actors.Extend, "extend", l.key, l.value, l.ttl, l.drift)
+	call.Keys = l.keys
 	if err := l.e.run(ctx, call); err != nil {
+		// The masters would not confirm: past its current validity nobody
+		// can vouch for the lock, and a majority may already have dropped it.
+		if errors.Is(err, api.ErrNotHeld) || errors.Is(err, api.ErrQuorumUnreachable) {
+			l.lose(&api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Last: err, Detail: "an extension failed"})
+		}
 		return err
 	}
+	l.sig.Lock()
+	defer l.sig.Unlock()
+	if l.cause != nil {
+		// Lost while the extension was out: the signal has fired and
+		// stays fired.
+		return &api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Last: l.cause, Detail: "the lock was lost while extending"}
+	}
 	if u := call.Start.Add(call.Validity); u.After(l.until) {
-		l.until = u
+		l.granted(call.Start, call.Validity)
+	}
+	if l.timer != nil {
+		l.arm()
 	}
 	return nil
 }
@@ -372,7 +571,10 @@ func (l *lock) Unlock(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return &api.Error{Op: "unlock", Key: l.key, Err: err}
 	}
+	// From here on the engine cannot vouch for the lock.
+	l.lose(&api.Error{Op: "lock", Key: l.key, Err: api.ErrReleased})
 	call := actors.NewCall(actors.Release, "unlock", l.key, l.value, l.ttl, l.drift)
+	call.Keys = l.keys
 	err := l.e.run(ctx, call)
 	// After "unreachable" or a cancelled context the release may not have
 	// landed, so Unlock may be called again; after success or "not held"

@@ -1,0 +1,133 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/transport"
+)
+
+// quarantine keeps a restarted master from voting (design §3). A master
+// that restarted without persistence has forgotten its locks; if it voted
+// at once, a second client could reach a majority while the first still
+// holds the lock. So a master votes only once it has been up for period,
+// the largest TTL in use: by then every lock it may have held has expired.
+//
+// The node reads run_id and uptime on start, whenever the transport's epoch
+// (its connection) changes, and every interval. Grants are counted only
+// from a batch served entirely within the epoch that was checked, by a
+// master past its period; any other grant becomes an ErrQuarantined failure.
+// A nil *quarantine (off, or a transport that cannot report) vets nothing.
+type quarantine struct {
+	period   time.Duration
+	interval time.Duration
+	info     transport.InfoReporter
+	epocher  transport.Epocher // nil: only the periodic check sees restarts
+	name     string
+	logger   *slog.Logger
+
+	vetted   bool      // we know when the master behind vettedAt started
+	vettedAt uint64    // the epoch the last info was read in
+	started  time.Time // when the master process started (never later than true)
+	runID    string
+	fetching bool
+	cancel   scheduler.CancelFunc
+}
+
+type infoTick struct{}
+
+type infoResult struct {
+	epoch uint64
+	info  transport.ServerInfo
+	err   error
+	at    time.Time
+}
+
+func (q *quarantine) epoch() uint64 {
+	if q == nil || q.epocher == nil {
+		return 0
+	}
+	return q.epocher.Epoch()
+}
+
+func (q *quarantine) start(n *node, ctx actor.Context) {
+	if q == nil {
+		return
+	}
+	q.cancel = scheduler.NewTimerScheduler(ctx).SendRepeatedly(q.interval, q.interval, ctx.Self(), &infoTick{})
+	q.check(n)
+}
+
+func (q *quarantine) stop() {
+	if q != nil && q.cancel != nil {
+		q.cancel()
+	}
+}
+
+// check reads the master's info off the actor's goroutine.
+func (q *quarantine) check(n *node) {
+	if q == nil || q.fetching {
+		return
+	}
+	q.fetching = true
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		// The epoch is read first: the info then describes that epoch's
+		// master or a later one, never an earlier one.
+		r := &infoResult{epoch: q.epoch()}
+		ctx, cancel := context.WithTimeout(context.Background(), max(n.timeout, time.Second))
+		r.info, r.err = q.info.ServerInfo(ctx)
+		cancel()
+		r.at = time.Now()
+		n.root.Send(n.self, r)
+	}()
+}
+
+func (q *quarantine) learn(n *node, r *infoResult) {
+	q.fetching = false
+	if r.err != nil {
+		// Unknown is not trusted: a master we cannot read does not vote.
+		q.vetted = false
+		return
+	}
+	started := r.at.Add(-r.info.Uptime)
+	if q.runID != "" && r.info.RunID != q.runID {
+		q.logger.Warn("redlock: master restarted; in quarantine", "master", q.name,
+			"old_run_id", q.runID, "run_id", r.info.RunID, "votes_again_in", time.Until(started.Add(q.period)).Round(time.Millisecond))
+	}
+	q.runID, q.started, q.vettedAt, q.vetted = r.info.RunID, started, r.epoch, true
+	if q.epoch() != r.epoch {
+		q.check(n) // reconnected meanwhile: read again
+	}
+}
+
+// vet turns the grants of batch b into ErrQuarantined failures unless the
+// master may vote. Releases are left alone: they only ever help.
+func (q *quarantine) vet(n *node, b *batch) {
+	if q == nil {
+		return
+	}
+	now := time.Now()
+	var reason error
+	switch {
+	case !q.vetted || b.epoch != q.vettedAt:
+		reason = fmt.Errorf("%w: its process has not been checked since it (re)connected", api.ErrQuarantined)
+		q.check(n)
+	case now.Before(q.started.Add(q.period)):
+		reason = fmt.Errorf("%w: up for %v, votes again in %v", api.ErrQuarantined,
+			now.Sub(q.started).Round(time.Millisecond), q.started.Add(q.period).Sub(now).Round(time.Millisecond))
+	default:
+		return
+	}
+	for i := range b.res {
+		if b.res[i].OK && b.ops[i].Kind != transport.Release {
+			b.res[i] = transport.Result{Err: reason}
+		}
+	}
+}

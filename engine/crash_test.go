@@ -1,0 +1,254 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/engine"
+	"github.com/quorumlock/redlock/internal/redistest"
+)
+
+// untilVoting retries TryLock on a key nobody else uses until it succeeds:
+// every master the engine needs has then been read and is out of quarantine.
+func untilVoting(t *testing.T, e *engine.Engine, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		l, err := e.TryLock(context.Background(), "probe:"+t.Name())
+		if err == nil {
+			_ = l.Unlock(context.Background())
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("masters not voting after %v: %v", within, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The scenario of design §3: a lock held on A, B and C of five; C restarts
+// empty. With the quarantine, a second engine cannot reach a majority for
+// the key until C's quarantine has passed; without it, it can at once, and
+// two owners hold one lock: the failure the quarantine prevents, and the
+// proof that this test can fail.
+func TestQuarantineKeepsRestartedMasterOut(t *testing.T) {
+	const period = 2 * time.Second
+	for _, on := range []bool{true, false} {
+		name := map[bool]string{true: "quarantine", false: "no-quarantine"}[on]
+		t.Run(name, func(t *testing.T) {
+			servers := redistest.Start(t, 5)
+			q := api.WithRestartQuarantine(period)
+			if !on {
+				q = api.WithoutRestartQuarantine()
+			}
+			addrs := make([]string, len(servers))
+			for i, s := range servers {
+				addrs[i] = s.Addr
+			}
+			newEngine := func() *engine.Engine {
+				e, err := engine.New(addrs, api.WithTTL(period), q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = e.Close() })
+				return e
+			}
+			a := newEngine()
+			untilVoting(t, a, 3*period) // fresh masters sit out one period
+			held, err := a.TryLock(context.Background(), "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitHolders(t, servers, "k", held.Value(), 5)
+			// Only A, B, C (servers 0-2) hold it: D and E never got it.
+			servers[3].Do(t, nil, "DEL", "k")
+			servers[4].Do(t, nil, "DEL", "k")
+			servers[2].Kill()
+			servers[2].Restart(t)
+			restarted := time.Now()
+
+			b := newEngine()
+			// b must have connected to (and read) the masters before the
+			// check means anything: three of them vote on a probe key, and
+			// a moment more lets the rest catch up.
+			untilVoting(t, b, 3*period)
+			time.Sleep(200 * time.Millisecond)
+			l2, err := b.TryLock(context.Background(), "k")
+			if !on {
+				if err != nil {
+					t.Fatalf("without quarantine the restarted master votes at once, so this should succeed: %v", err)
+				}
+				if time.Now().Before(held.Until()) {
+					t.Logf("two owners of one lock: the first valid for another %v", time.Until(held.Until()))
+					return
+				}
+				t.Fatal("the first lock expired before the check: test too slow to show the overlap")
+			}
+			if err == nil {
+				t.Fatalf("a second owner got the lock %v after the restart, inside the %v quarantine", time.Since(restarted), period)
+			}
+			// It gets it only once the quarantine is over (and the first
+			// lock's validity, which is within it, too).
+			for {
+				l2, err = b.TryLock(context.Background(), "k")
+				if err == nil {
+					break
+				}
+				if time.Since(restarted) > 3*period {
+					t.Fatalf("never got the lock after the quarantine: %v", err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if since := time.Since(restarted); since < period-time.Second {
+				// uptime is reported in whole seconds, rounded down, so the
+				// quarantine can only end later than restart+period, never
+				// earlier; allow the second for when the restart was taken.
+				t.Fatalf("got the lock %v after the restart; the quarantine is %v", since, period)
+			}
+			if time.Now().Before(held.Until()) {
+				t.Fatal("two owners: the second got the lock while the first was valid")
+			}
+			_ = l2.Unlock(context.Background())
+		})
+	}
+}
+
+func waitHolders(t *testing.T, servers []*redistest.Server, key, value string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(2 * time.Millisecond) {
+		got := 0
+		for _, s := range servers {
+			if v, ok := s.Get(t, key); ok && v == value {
+				got++
+			}
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d masters hold %s, want %d", got, key, n)
+		}
+	}
+}
+
+// Tokens strictly increase in grant order under contention, also across a
+// master restart (with the quarantine on).
+func TestFencingTokensIncrease(t *testing.T) {
+	servers := redistest.Start(t, 5)
+	e := redisEngine(t, servers, api.WithFencing(true))
+	var mu sync.Mutex
+	var tokens []int64
+	run := func(goroutines, rounds int) {
+		var wg sync.WaitGroup
+		for g := 0; g < goroutines; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for r := 0; r < rounds; r++ {
+					l, err := e.Lock(context.Background(), "fenced")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock() // inside the lock: tokens append in grant order
+					tokens = append(tokens, l.Token())
+					mu.Unlock()
+					_ = l.Unlock(context.Background())
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	run(16, 10)
+	// Restart one master empty: its counter is gone, the majority's is not.
+	servers[1].Kill()
+	servers[1].Restart(t)
+	run(16, 10)
+	if len(tokens) != 320 {
+		t.Fatalf("%d grants, want 320", len(tokens))
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Fatalf("token %d = %d after %d: not strictly increasing", i, tokens[i], tokens[i-1])
+		}
+	}
+	if tokens[0] < 1 {
+		t.Fatalf("first token %d", tokens[0])
+	}
+}
+
+// With masters paused, the lost-lock signal fires at the validity deadline
+// of a lock nobody extends, and no later than it when auto-extension fails.
+func TestLostSignalWhenMastersPause(t *testing.T) {
+	for _, auto := range []float64{0, 0.5} {
+		t.Run(map[float64]string{0: "deadline", 0.5: "auto-extend"}[auto], func(t *testing.T) {
+			servers := redistest.Start(t, 5)
+			e := redisEngine(t, servers, api.WithTTL(400*time.Millisecond), api.WithMasterTimeout(50*time.Millisecond))
+			l, err := e.TryLock(context.Background(), "paused", api.WithAutoExtend(auto))
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := l.Done()
+			for _, s := range servers[:3] {
+				s.Pause()
+			}
+			t.Cleanup(func() {
+				for _, s := range servers[:3] {
+					s.Resume()
+				}
+			})
+			if auto == 0 {
+				// Extension fails: the masters cannot confirm it.
+				if err := l.Extend(context.Background()); !errors.Is(err, api.ErrQuorumUnreachable) {
+					t.Fatalf("Extend with 3 of 5 paused: %v", err)
+				}
+			}
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("lost-lock signal never fired")
+			}
+			firedAt := time.Now()
+			if !errors.Is(l.Err(), api.ErrNotHeld) {
+				t.Fatalf("Err = %v", l.Err())
+			}
+			// Never later than a few ms past the deadline; a failed
+			// extension may end it earlier.
+			if late := firedAt.Sub(l.Until()); late > 25*time.Millisecond {
+				t.Fatalf("signal fired %v after the validity deadline", late)
+			}
+		})
+	}
+}
+
+// Without extension attempts, Done fires at the deadline itself, not
+// before: the lock is good until then even with masters paused.
+func TestLostSignalAtDeadline(t *testing.T) {
+	servers := redistest.Start(t, 5)
+	e := redisEngine(t, servers, api.WithTTL(300*time.Millisecond))
+	l, err := e.TryLock(context.Background(), "quiet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := l.Done()
+	for _, s := range servers[:3] {
+		s.Pause()
+	}
+	t.Cleanup(func() {
+		for _, s := range servers[:3] {
+			s.Resume()
+		}
+	})
+	<-done
+	firedAt := time.Now()
+	if d := firedAt.Sub(l.Until()); d < 0 || d > 25*time.Millisecond {
+		t.Fatalf("signal fired %v from the validity deadline; want within [0, 25ms]", d)
+	}
+	if !errors.Is(l.Err(), api.ErrExpired) {
+		t.Fatalf("Err = %v", l.Err())
+	}
+}

@@ -1,0 +1,320 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/engine"
+	"github.com/quorumlock/redlock/transport"
+	"github.com/quorumlock/redlock/transport/memory"
+)
+
+func memoryMasters(n int) ([]*memory.Master, []transport.Transport) {
+	ms := make([]*memory.Master, n)
+	ts := make([]transport.Transport, n)
+	for i := range ms {
+		ms[i] = memory.New()
+		ts[i] = ms[i].Transport()
+	}
+	return ms, ts
+}
+
+// Waiters of one engine get the key in the order they asked for it.
+func TestLocalWaitersFIFO(t *testing.T) {
+	e := newMemory(t, 5)
+	ctx := context.Background()
+	holder, err := e.Lock(ctx, "fifo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			l, err := e.Lock(ctx, "fifo")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			_ = l.Unlock(ctx)
+		}(i)
+		time.Sleep(5 * time.Millisecond) // waiter i asks before waiter i+1
+	}
+	// The waiters' backoff grows while they wait; FIFO must not depend on it.
+	time.Sleep(100 * time.Millisecond)
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for i, got := range order {
+		if got != i {
+			t.Fatalf("waiters got the lock in order %v; want 0..%d", order, n-1)
+		}
+	}
+}
+
+// A waiter whose context ends leaves the line at once; the ones behind it
+// move up.
+func TestCancelledWaiterLeavesQueue(t *testing.T) {
+	e := newMemory(t, 3)
+	ctx := context.Background()
+	holder, err := e.Lock(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first waiter contends (and backs off); the second waits in line.
+	first := make(chan error, 1)
+	go func() {
+		l, err := e.Lock(ctx, "q")
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		first <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	cctx, cancel := context.WithCancel(ctx)
+	second := make(chan error, 1)
+	go func() {
+		_, err := e.Lock(cctx, "q")
+		second <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-second:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled waiter: %v", err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("a cancelled waiter stayed in line")
+	}
+	_ = holder.Unlock(ctx)
+	if err := <-first; err != nil {
+		t.Fatalf("first waiter: %v", err)
+	}
+}
+
+func TestMultiKeyAllOrNothing(t *testing.T) {
+	ms, ts := memoryMasters(3)
+	e, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	l, err := e.TryLockAll(ctx, []string{"a", "b", "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(l.Keys()); got != "[a b c]" {
+		t.Fatalf("Keys() = %s", got)
+	}
+	if _, err := e.TryLock(ctx, "b"); !errors.Is(err, api.ErrNotAcquired) {
+		t.Fatalf("TryLock of a key inside a held multi-key lock: %v", err)
+	}
+	if _, err := e.TryLockAll(ctx, []string{"c", "d"}); !errors.Is(err, api.ErrNotAcquired) {
+		t.Fatalf("TryLockAll overlapping a held lock: %v", err)
+	}
+	for i, m := range ms {
+		if _, ok := m.Get("d"); ok {
+			t.Fatalf("master %d: d was set by a multi-key lock that failed", i)
+		}
+	}
+	if err := l.Extend(ctx); err != nil {
+		t.Fatalf("Extend of a multi-key lock: %v", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range ms {
+		if m.Len() != 0 {
+			t.Fatalf("master %d holds %d keys after Unlock", i, m.Len())
+		}
+	}
+	bad := [][]string{nil, {"a", "a"}, {"a", ""}}
+	for _, keys := range bad {
+		if _, err := e.TryLockAll(ctx, keys); !errors.Is(err, api.ErrInvalidArgument) {
+			t.Fatalf("TryLockAll(%q): %v", keys, err)
+		}
+	}
+	if _, err := e.TryLockAll(ctx, []string{"x", "y"}, api.WithFencing(true)); !errors.Is(err, api.ErrInvalidArgument) {
+		t.Fatalf("fenced multi-key lock: %v", err)
+	}
+}
+
+// Done fires at the validity deadline of a lock nobody extends.
+func TestDoneAtValidityDeadline(t *testing.T) {
+	e := newMemory(t, 3, api.WithTTL(100*time.Millisecond))
+	l, err := e.TryLock(context.Background(), "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Err() != nil {
+		t.Fatalf("Err before the end: %v", l.Err())
+	}
+	select {
+	case <-l.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("Done never closed")
+	}
+	if now := time.Now(); now.Before(l.Until()) {
+		t.Fatalf("Done closed %v before the validity deadline", l.Until().Sub(now))
+	}
+	if !errors.Is(l.Err(), api.ErrExpired) || !errors.Is(l.Err(), api.ErrNotHeld) {
+		t.Fatalf("Err = %v, want ErrExpired", l.Err())
+	}
+}
+
+func TestDoneOnUnlockAndClose(t *testing.T) {
+	e, err := engine.NewMemory(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a, _ := e.TryLock(ctx, "a")
+	b, _ := e.TryLock(ctx, "b")
+	done := a.Done()
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	default:
+		t.Fatal("Done still open after Unlock")
+	}
+	if !errors.Is(a.Err(), api.ErrReleased) {
+		t.Fatalf("Err after Unlock = %v", a.Err())
+	}
+	bd := b.Done()
+	_ = e.Close()
+	select {
+	case <-bd:
+	default:
+		t.Fatal("Done still open after Close")
+	}
+	if !errors.Is(b.Err(), api.ErrClosed) {
+		t.Fatalf("Err after Close = %v", b.Err())
+	}
+}
+
+// Auto-extension keeps a lock for ten times its TTL; nobody else can take
+// it meanwhile; Unlock leaves nothing behind.
+func TestAutoExtendKeepsLock(t *testing.T) {
+	ms, ts := memoryMasters(3)
+	e, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine(), api.WithTTL(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	l, err := e.TryLock(ctx, "auto", api.WithAutoExtend(0.5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now().Add(10 * 100 * time.Millisecond)
+	for time.Now().Before(end) {
+		if _, err := e.TryLock(ctx, "auto"); !errors.Is(err, api.ErrNotAcquired) {
+			t.Fatalf("another owner got an auto-extended lock: %v", err)
+		}
+		select {
+		case <-l.Done():
+			t.Fatalf("lost an auto-extended lock: %v", l.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range ms {
+		if m.Len() != 0 {
+			t.Fatalf("master %d holds %d keys after Unlock", i, m.Len())
+		}
+	}
+}
+
+// Auto-extension is bounded by MaxExtensions: then the lock runs out.
+func TestAutoExtendBounded(t *testing.T) {
+	e := newMemory(t, 3, api.WithTTL(50*time.Millisecond))
+	l, err := e.TryLock(context.Background(), "b", api.WithAutoExtend(0.5), api.WithMaxExtensions(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a bounded auto-extension never ended")
+	}
+	if !errors.Is(l.Err(), api.ErrExpired) {
+		t.Fatalf("Err = %v; want ErrExpired after the extensions ran out", l.Err())
+	}
+}
+
+// A master restart is seen through the transport's epoch: until the
+// quarantine has passed, the restarted masters do not vote.
+func TestQuarantineAfterRestart(t *testing.T) {
+	ms, ts := memoryMasters(3)
+	const period = 300 * time.Millisecond
+	e, err := engine.NewWithTransports(ts, api.WithTTL(period), api.WithRestartQuarantine(period))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	// Fresh masters are in quarantine too: they may have just restarted.
+	_, err = e.TryLock(ctx, "early")
+	if !errors.Is(err, api.ErrQuorumUnreachable) || !errors.Is(firstMasterErr(t, err), api.ErrQuarantined) {
+		t.Fatalf("TryLock on masters younger than the quarantine: %v", err)
+	}
+	time.Sleep(period + 50*time.Millisecond)
+	l, err := e.TryLock(ctx, "k")
+	if err != nil {
+		t.Fatalf("TryLock after the quarantine: %v", err)
+	}
+	_ = l.Unlock(ctx)
+	ms[0].Restart()
+	ms[1].Restart()
+	restarted := time.Now()
+	if _, err := e.TryLock(ctx, "k2"); !errors.Is(err, api.ErrQuorumUnreachable) {
+		t.Fatalf("TryLock with 2 of 3 masters just restarted: %v", err)
+	}
+	for {
+		l, err := e.TryLock(ctx, "k3")
+		if err == nil {
+			if since := time.Since(restarted); since < period {
+				t.Fatalf("restarted masters voted %v after restart, before the %v quarantine", since, period)
+			}
+			_ = l.Unlock(ctx)
+			break
+		}
+		if time.Since(restarted) > 5*period {
+			t.Fatalf("still not voting long after the quarantine: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func firstMasterErr(t *testing.T, err error) error {
+	t.Helper()
+	var ae *api.Error
+	if !errors.As(err, &ae) {
+		t.Fatalf("%v is not an *api.Error", err)
+	}
+	for _, m := range ae.Masters {
+		if m.Err != nil {
+			return m.Err
+		}
+	}
+	return nil
+}
