@@ -1,0 +1,692 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/engine"
+)
+
+func init() { register(newDemoCmd) }
+
+// nodesEnv names the masters when --nodes is not given.
+const nodesEnv = "REDLOCK_NODES"
+
+// demoOptions configures one demo; see the flags for what each means.
+type demoOptions struct {
+	Nodes       []string // Redis masters; empty: Masters embedded in-memory masters
+	Masters     int
+	Products    int
+	Stock       int
+	Buyers      int
+	Pick        string // "round-robin" or "random"
+	Work        time.Duration
+	TTL         time.Duration
+	LockTimeout time.Duration
+	Timeout     time.Duration
+	JSON        bool
+	Log         io.Writer // notices while the demo runs (stderr); nil: none
+}
+
+func defaultDemoOptions() demoOptions {
+	return demoOptions{
+		Masters:     5,
+		Products:    8,
+		Stock:       250,
+		Buyers:      256,
+		Pick:        "round-robin",
+		Work:        5 * time.Microsecond,
+		TTL:         5 * time.Second,
+		LockTimeout: 10 * time.Second,
+		Timeout:     time.Minute,
+	}
+}
+
+func newDemoCmd() *cobra.Command {
+	o := defaultDemoOptions()
+	var nodes string
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Oversell a small shop without the lock, then sell it exactly with it",
+		Long: `demo runs a small shop twice: --buyers concurrent buyers keep buying one item
+of one of --products products (each with --stock items) until everything is
+sold. A purchase reads the stock, works a moment, then writes stock-1.
+
+First without a lock: buyers that read the same stock both sell the item, and
+the shop sells more than it had. Then with the lock: each purchase runs under
+Lock("stock:<product>") ... Unlock, and nothing is oversold.
+
+It needs no setup: without --nodes (or ` + nodesEnv + `) it runs on embedded
+in-memory masters. Exit status: 0 when the locked run oversold nothing, 1 when
+it did (a bug), 2 on a usage or setup error, 130 when interrupted.`,
+		Example: `  # five embedded in-memory masters, no setup
+  redlock demo
+
+  # a smaller shop, as one JSON object
+  redlock demo --buyers 64 --products 4 --stock 50 --json
+
+  # five real Redis masters
+  redlock demo --nodes 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379,10.0.0.4:6379,10.0.0.5:6379
+  REDLOCK_NODES=redis://:secret@r1:6379,r2:6379,r3:6379 redlock demo`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unexpected argument %q: demo takes only flags", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fl := cmd.Flags()
+			switch {
+			case fl.Changed("nodes") && fl.Changed("masters"):
+				return usagef("--nodes and --masters exclude each other: --masters counts embedded in-memory masters")
+			case fl.Changed("nodes"):
+				o.Nodes = splitNodes(nodes)
+			case !fl.Changed("masters"):
+				if env := os.Getenv(nodesEnv); strings.TrimSpace(env) != "" {
+					o.Nodes = splitNodes(env)
+				}
+			}
+			if err := o.validate(); err != nil {
+				return usageErr(err)
+			}
+			o.Log = cmd.ErrOrStderr()
+			return demo(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&nodes, "nodes", "", "comma-separated Redis masters (host:port, redis://[user:pass@]host:port[/db], rediss://...); default $"+nodesEnv+", else embedded in-memory masters")
+	f.IntVar(&o.Masters, "masters", o.Masters, "number of embedded in-memory masters (without --nodes)")
+	f.IntVar(&o.Products, "products", o.Products, "number of products")
+	f.IntVar(&o.Stock, "stock", o.Stock, "items in stock per product")
+	f.IntVar(&o.Buyers, "buyers", o.Buyers, "concurrent buyers")
+	f.StringVar(&o.Pick, "pick", o.Pick, "how buyers pick a product: round-robin or random")
+	f.DurationVar(&o.Work, "work", o.Work, "time a purchase takes between reading and writing the stock")
+	f.DurationVar(&o.TTL, "ttl", o.TTL, "lock time to live")
+	f.DurationVar(&o.LockTimeout, "lock-timeout", o.LockTimeout, "how long one Lock call may retry before the buyer counts an error and tries again")
+	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "give up when the whole demo takes longer")
+	f.BoolVar(&o.JSON, "json", false, "print one JSON object instead of the report")
+	f.SortFlags = false
+	return cmd
+}
+
+// splitNodes splits a comma-separated master list, trimming spaces.
+func splitNodes(s string) []string {
+	parts := strings.Split(s, ",")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return parts
+}
+
+// maxItems bounds products*stock, so that a typo cannot start a demo that
+// runs for hours.
+const maxItems = 10_000_000
+
+func (o *demoOptions) validate() error {
+	switch {
+	case len(o.Nodes) == 0 && (o.Masters < 1 || o.Masters > api.MaxMasters):
+		return fmt.Errorf("--masters %d: want 1 to %d", o.Masters, api.MaxMasters)
+	case o.Products < 1:
+		return fmt.Errorf("--products %d: want at least 1", o.Products)
+	case o.Stock < 1:
+		return fmt.Errorf("--stock %d: want at least 1", o.Stock)
+	case o.Buyers < 1:
+		return fmt.Errorf("--buyers %d: want at least 1", o.Buyers)
+	case o.Buyers > 100_000:
+		return fmt.Errorf("--buyers %d: want at most 100000", o.Buyers)
+	case int64(o.Products)*int64(o.Stock) > maxItems:
+		return fmt.Errorf("--products %d × --stock %d is %d items: want at most %d", o.Products, o.Stock, int64(o.Products)*int64(o.Stock), maxItems)
+	case o.Pick != "round-robin" && o.Pick != "random":
+		return fmt.Errorf("--pick %q: want round-robin or random", o.Pick)
+	case o.Work < 0:
+		return fmt.Errorf("--work %v: want 0 or more", o.Work)
+	case o.LockTimeout <= 0:
+		return fmt.Errorf("--lock-timeout %v: want a positive duration", o.LockTimeout)
+	case o.Timeout <= 0:
+		return fmt.Errorf("--timeout %v: want a positive duration", o.Timeout)
+	}
+	eo := api.DefaultOptions()
+	err := api.WithTTL(o.TTL)(&eo)
+	if err == nil {
+		err = eo.Validate()
+	}
+	if err != nil {
+		return fmt.Errorf("--ttl %v: %w", o.TTL, err)
+	}
+	return nil
+}
+
+// demoReport is the result of a demo, as --json prints it.
+type demoReport struct {
+	Backend  string       `json:"backend"` // "memory" or "redis"
+	Masters  int          `json:"masters"`
+	Quorum   int          `json:"quorum"`
+	Buyers   int          `json:"buyers"`
+	Products int          `json:"products"`
+	Stock    int          `json:"stock"`
+	Unlocked runReport    `json:"unlocked"`
+	Locked   lockedReport `json:"locked"`
+
+	masterNames []string
+}
+
+type runReport struct {
+	Sold     int64 `json:"sold"`
+	InStock  int64 `json:"in_stock"`
+	Oversold int64 `json:"oversold"`
+	// Overlaps counts purchases that began while another purchase of the
+	// same product was under way.
+	Overlaps  int64   `json:"overlaps"`
+	ElapsedMS float64 `json:"elapsed_ms"`
+
+	elapsed time.Duration
+}
+
+type lockedReport struct {
+	runReport
+	Cycles       int64       `json:"cycles"`
+	CyclesPerSec float64     `json:"cycles_per_sec"`
+	P50MS        float64     `json:"p50_ms"`
+	P99MS        float64     `json:"p99_ms"`
+	Errors       errorCounts `json:"errors"`
+
+	p50, p99 time.Duration
+}
+
+// errorCounts counts failed Lock and Unlock calls by kind.
+type errorCounts struct {
+	NotAcquired       int64 `json:"not_acquired"`
+	QuorumUnreachable int64 `json:"quorum_unreachable"`
+	Other             int64 `json:"other"`
+
+	samples [3]string // the first error of each kind
+}
+
+func (c *errorCounts) total() int64 { return c.NotAcquired + c.QuorumUnreachable + c.Other }
+
+func (c *errorCounts) add(d errorCounts) {
+	c.NotAcquired += d.NotAcquired
+	c.QuorumUnreachable += d.QuorumUnreachable
+	c.Other += d.Other
+	for i, s := range d.samples {
+		if c.samples[i] == "" {
+			c.samples[i] = s
+		}
+	}
+}
+
+func (c *errorCounts) count(err error) {
+	i := 2
+	switch {
+	case errors.Is(err, api.ErrNotAcquired):
+		i, c.NotAcquired = 0, c.NotAcquired+1
+	case errors.Is(err, api.ErrQuorumUnreachable):
+		i, c.QuorumUnreachable = 1, c.QuorumUnreachable+1
+	default:
+		c.Other++
+	}
+	if c.samples[i] == "" {
+		c.samples[i] = err.Error()
+	}
+}
+
+var errDemoTimeout = errors.New("demo timed out")
+
+// lockEngine is what the demo needs of *engine.Engine.
+type lockEngine interface {
+	api.Locker
+	Masters() []string
+	Quorum() int
+	Options() api.Options
+}
+
+// openEngine starts the engine for o; tests replace it.
+var openEngine = func(o demoOptions) (lockEngine, error) {
+	if len(o.Nodes) > 0 {
+		return engine.New(o.Nodes, api.WithTTL(o.TTL))
+	}
+	return engine.NewMemory(o.Masters, api.WithTTL(o.TTL))
+}
+
+// demo runs the shop without and with the lock and writes the report (or
+// JSON) to w. It returns nil or an *exitError.
+func demo(ctx context.Context, w io.Writer, o demoOptions) error {
+	rep, err := runDemo(ctx, o)
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		enc := json.NewEncoder(w)
+		if err := enc.Encode(rep); err != nil {
+			return &exitError{code: exitFailure, err: err}
+		}
+	} else {
+		printReport(w, rep)
+	}
+	if n := rep.Locked.Oversold; n > 0 || rep.Locked.Overlaps > 0 {
+		return &exitError{code: exitFailure, err: fmt.Errorf(
+			"BUG: with the lock the shop oversold %d items and %d purchases overlapped: the lock did not exclude; please report this with the output above", n, rep.Locked.Overlaps)}
+	}
+	return nil
+}
+
+// runDemo starts the engine, runs both shops and closes the engine.
+func runDemo(ctx context.Context, o demoOptions) (*demoReport, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, o.Timeout, errDemoTimeout)
+	defer cancel()
+
+	backend := "memory"
+	if len(o.Nodes) > 0 {
+		backend = "redis"
+	}
+	eng, err := openEngine(o)
+	if err != nil {
+		return nil, &exitError{code: exitUsage, err: err}
+	}
+	defer eng.Close()
+
+	rep := &demoReport{
+		Backend:     backend,
+		Masters:     len(eng.Masters()),
+		Quorum:      eng.Quorum(),
+		Buyers:      o.Buyers,
+		Products:    o.Products,
+		Stock:       o.Stock,
+		masterNames: eng.Masters(),
+	}
+	log := o.Log
+	if log == nil {
+		log = io.Discard
+	}
+	if err := probe(ctx, eng, log); err != nil {
+		return nil, ended(ctx, o, err, &exitError{code: exitUsage, err: fmt.Errorf(
+			"cannot take a lock: a majority (%d of %d) of the masters must be up and answering: %s",
+			rep.Quorum, rep.Masters, strings.TrimPrefix(err.Error(), "redlock: "))})
+	}
+
+	un := newShop(o)
+	un.run(ctx, nil)
+	if ctx.Err() != nil {
+		return nil, ended(ctx, o, ctx.Err(), nil)
+	}
+	rep.Unlocked = un.report()
+
+	locked := newShop(o)
+	locked.run(ctx, eng)
+	if ctx.Err() != nil {
+		return nil, ended(ctx, o, ctx.Err(), nil)
+	}
+	rep.Locked = locked.lockedReport()
+	return rep, nil
+}
+
+// ended turns the end of ctx into the exit error to report; otherwise (ctx
+// still live) it returns fallback.
+func ended(ctx context.Context, o demoOptions, err error, fallback *exitError) error {
+	switch {
+	case errors.Is(context.Cause(ctx), errDemoTimeout):
+		msg := fmt.Sprintf("the demo did not finish within --timeout %v: raise --timeout or make the shop smaller", o.Timeout)
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			msg += " (last error: " + err.Error() + ")"
+		}
+		return &exitError{code: exitFailure, err: errors.New(msg)}
+	case ctx.Err() != nil:
+		return &exitError{code: exitInterrupted, err: errors.New("interrupted")}
+	}
+	return fallback
+}
+
+// probeKey is the key probe locks.
+const probeKey = "redlock-demo:probe"
+
+// probe takes and releases one lock before the shop opens, so that masters
+// that are down are a setup error instead of buyers waiting forever. It
+// tries for 3s, longer while masters answer that they are in restart
+// quarantine: they do that for a moment after every (re)connect until the
+// engine has checked them, and for the quarantine period after they
+// restarted; the latter is announced on log.
+func probe(ctx context.Context, eng lockEngine, log io.Writer) error {
+	start := time.Now()
+	deadline := start.Add(3 * time.Second)
+	announced := false
+	for {
+		lk, err := eng.TryLock(ctx, probeKey)
+		if err == nil {
+			uctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			return lk.Unlock(uctx)
+		}
+		if q := eng.Options().Quarantine; !q.Off {
+			if n := quarantined(err); n > 0 {
+				// A master that restarted before we started votes again
+				// within the period (uptime is read in whole seconds).
+				if d := start.Add(q.Period + 3*time.Second); deadline.Before(d) {
+					deadline = d
+				}
+				if !announced && time.Since(start) > time.Second {
+					announced = true
+					fmt.Fprintf(log, "redlock demo: waiting up to %v for %d of %d masters to end their restart quarantine: a master that restarted may have lost locks, so it does not vote until they expired\n",
+						time.Until(deadline).Round(time.Second), n, len(eng.Masters()))
+				}
+			}
+		}
+		if !time.Now().Before(deadline) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// quarantined counts the masters that answered err's last attempt with
+// "in restart quarantine".
+func quarantined(err error) int {
+	var ae *api.Error
+	if !errors.As(err, &ae) {
+		return 0
+	}
+	n := 0
+	for _, m := range ae.Masters {
+		if errors.Is(m.Err, api.ErrQuarantined) {
+			n++
+		}
+	}
+	return n
+}
+
+// shop is one run of the workload: the inventory and what was sold.
+type shop struct {
+	o    demoOptions
+	keys []string
+
+	// The inventory is read and written with plain loads and stores:
+	// atomics only so that the race detector does not flag the unlocked
+	// run; a read-modify-write of them loses updates like any variable.
+	stock    []atomic.Int64
+	sold     []atomic.Int64
+	inside   []atomic.Int32 // purchases of the product under way
+	soldOut  []atomic.Bool
+	open     atomic.Int64 // products not yet seen sold out
+	overlaps atomic.Int64
+
+	elapsed   time.Duration
+	mu        sync.Mutex
+	durations []time.Duration // lock cycles
+	errs      errorCounts
+}
+
+func newShop(o demoOptions) *shop {
+	s := &shop{
+		o:       o,
+		keys:    make([]string, o.Products),
+		stock:   make([]atomic.Int64, o.Products),
+		sold:    make([]atomic.Int64, o.Products),
+		inside:  make([]atomic.Int32, o.Products),
+		soldOut: make([]atomic.Bool, o.Products),
+	}
+	for p := range s.keys {
+		s.keys[p] = "stock:" + strconv.Itoa(p+1)
+		s.stock[p].Store(int64(o.Stock))
+	}
+	s.open.Store(int64(o.Products))
+	return s
+}
+
+// run lets the buyers loose until everything is sold out or ctx ends; l nil
+// runs without the lock.
+func (s *shop) run(ctx context.Context, l api.Locker) {
+	start := time.Now()
+	var wg sync.WaitGroup
+	for b := range s.o.Buyers {
+		wg.Go(func() { s.buyer(ctx, l, b) })
+	}
+	wg.Wait()
+	s.elapsed = time.Since(start)
+}
+
+func (s *shop) buyer(ctx context.Context, l api.Locker, b int) {
+	var (
+		durations []time.Duration
+		errs      errorCounts
+	)
+	next := b % s.o.Products
+	for ctx.Err() == nil {
+		p := s.pick(&next)
+		if p < 0 {
+			break
+		}
+		if l == nil {
+			s.purchase(p)
+			continue
+		}
+		t0 := time.Now()
+		if s.lockedPurchase(ctx, l, p, &errs) {
+			durations = append(durations, time.Since(t0))
+		}
+	}
+	if l != nil {
+		s.mu.Lock()
+		s.durations = append(s.durations, durations...)
+		s.errs.add(errs)
+		s.mu.Unlock()
+	}
+}
+
+// pick chooses a product that is not known to be sold out, or -1 when all
+// are.
+func (s *shop) pick(next *int) int {
+	n := s.o.Products
+	if s.open.Load() == 0 {
+		return -1
+	}
+	start := *next
+	if s.o.Pick == "random" {
+		start = rand.IntN(n)
+	}
+	for i := range n {
+		p := (start + i) % n
+		if !s.soldOut[p].Load() {
+			*next = (p + 1) % n
+			return p
+		}
+	}
+	return -1
+}
+
+// purchase buys one item of product p: read the stock, work, write stock-1.
+func (s *shop) purchase(p int) {
+	if s.inside[p].Add(1) > 1 {
+		s.overlaps.Add(1)
+	}
+	defer s.inside[p].Add(-1)
+	n := s.stock[p].Load()
+	if n <= 0 {
+		if s.soldOut[p].CompareAndSwap(false, true) {
+			s.open.Add(-1)
+		}
+		return
+	}
+	if s.o.Work > 0 {
+		time.Sleep(s.o.Work)
+	} else {
+		runtime.Gosched()
+	}
+	s.stock[p].Store(n - 1)
+	s.sold[p].Add(1)
+}
+
+// lockedPurchase runs purchase between Lock and Unlock. It reports whether
+// a whole lock cycle ran; a failed Lock is counted in errs and the buyer
+// tries again.
+func (s *shop) lockedPurchase(ctx context.Context, l api.Locker, p int, errs *errorCounts) bool {
+	lctx, cancel := context.WithTimeout(ctx, s.o.LockTimeout)
+	lk, err := l.Lock(lctx, s.keys[p])
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			errs.count(err)
+		}
+		return false
+	}
+	// Act only while the lock is valid: past Until it may be someone else's.
+	if time.Now().Before(lk.Until()) {
+		s.purchase(p)
+	} else {
+		errs.count(fmt.Errorf("lock %q: validity passed before the purchase began; purchase skipped", s.keys[p]))
+	}
+	// Release even when the demo is being interrupted, so that the masters
+	// do not keep the lock until its TTL runs out.
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	for try := 1; ; try++ {
+		err = lk.Unlock(uctx)
+		if err == nil {
+			return true
+		}
+		errs.count(err)
+		// "Unreachable" may mean the release did not land; it is safe to
+		// call Unlock again. Anything else is final.
+		if !errors.Is(err, api.ErrQuorumUnreachable) || try == 3 || uctx.Err() != nil {
+			return false
+		}
+	}
+}
+
+func (s *shop) report() runReport {
+	var r runReport
+	for p := range s.stock {
+		r.Sold += s.sold[p].Load()
+		r.InStock += s.stock[p].Load()
+	}
+	// Items sold beyond what existed: sold + left - what the shop had.
+	r.Oversold = max(0, r.Sold+r.InStock-int64(s.o.Products)*int64(s.o.Stock))
+	r.Overlaps = s.overlaps.Load()
+	r.elapsed = s.elapsed
+	r.ElapsedMS = ms(s.elapsed)
+	return r
+}
+
+func (s *shop) lockedReport() lockedReport {
+	r := lockedReport{runReport: s.report(), Cycles: int64(len(s.durations)), Errors: s.errs}
+	if s.elapsed > 0 {
+		r.CyclesPerSec = math.Round(float64(r.Cycles)/s.elapsed.Seconds()*10) / 10
+	}
+	slices.Sort(s.durations)
+	r.p50, r.p99 = percentile(s.durations, 0.50), percentile(s.durations, 0.99)
+	r.P50MS, r.P99MS = ms(r.p50), ms(r.p99)
+	return r
+}
+
+// percentile is the nearest-rank q-quantile of sorted d.
+func percentile(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(d)))) - 1
+	return d[min(max(i, 0), len(d)-1)]
+}
+
+// ms is d in milliseconds, to the microsecond.
+func ms(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
+
+func printReport(w io.Writer, r *demoReport) {
+	where := fmt.Sprintf("%d embedded in-memory masters", r.Masters)
+	if r.Backend != "memory" {
+		where = fmt.Sprintf("%d Redis masters (%s)", r.Masters, strings.Join(r.masterNames, ", "))
+	}
+	fmt.Fprintf(w, "redlock demo: %d products × %d in stock, %d buyers, %s, quorum %d\n\n",
+		r.Products, r.Stock, r.Buyers, where, r.Quorum)
+
+	u, l := r.Unlocked, r.Locked
+	rows := [][3]string{
+		{"", "without the lock", "with the lock"},
+		{"sold", num(u.Sold), num(l.Sold)},
+		{"in stock", num(u.InStock), num(l.InStock)},
+		{"oversold", num(u.Oversold), num(l.Oversold)},
+		{"overlapping purchases", num(u.Overlaps), num(l.Overlaps)},
+		{"elapsed", dur(u.elapsed), dur(l.elapsed)},
+		{"lock cycles/s", "-", num(int64(math.Round(l.CyclesPerSec)))},
+		{"cycle p50", "-", dur(l.p50)},
+		{"cycle p99", "-", dur(l.p99)},
+		{"lock errors", "-", num(l.Errors.total())},
+	}
+	for _, row := range rows {
+		fmt.Fprintf(w, "  %-22s %18s %15s\n", row[0], row[1], row[2])
+	}
+	if l.Errors.total() > 0 {
+		e := l.Errors
+		fmt.Fprintf(w, "  %-22s not acquired %d, quorum unreachable %d, other %d\n", "", e.NotAcquired, e.QuorumUnreachable, e.Other)
+		for _, s := range e.samples {
+			if s != "" {
+				fmt.Fprintf(w, "  %-22s e.g. %s\n", "", s)
+			}
+		}
+	}
+	fmt.Fprintln(w)
+
+	total := int64(r.Products) * int64(r.Stock)
+	if u.Oversold > 0 {
+		books := ""
+		if u.InStock > 0 {
+			books = fmt.Sprintf(", and the inventory still shows %s in stock", num(u.InStock))
+		}
+		fmt.Fprintf(w, "without the lock: %s oversold: %s sales of %s items%s; buyers that read the same stock each sold the item\n",
+			num(u.Oversold), num(u.Sold), num(total), books)
+	} else {
+		fmt.Fprintf(w, "without the lock: this time the race was missed and nothing was oversold (%d overlapping purchases); more --buyers or a longer --work widen the window\n",
+			u.Overlaps)
+	}
+	if l.Oversold > 0 || l.Overlaps > 0 {
+		fmt.Fprintf(w, "with the lock: %s OVERSOLD across %s sales, %d overlapping purchases (%d masters, quorum %d): THIS IS A BUG\n",
+			num(l.Oversold), num(l.Sold), l.Overlaps, r.Masters, r.Quorum)
+		return
+	}
+	fmt.Fprintf(w, "with the lock: 0 oversold across %s sales (%d masters, quorum %d)\n", num(l.Sold), r.Masters, r.Quorum)
+}
+
+// num formats n with thousands separators.
+func num(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// dur formats d with three significant digits or so.
+func dur(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(10 * time.Millisecond).String()
+}
