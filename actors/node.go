@@ -72,9 +72,9 @@ func (n *node) Receive(ctx actor.Context) {
 				})
 			}
 		}
-		n.q.vet(n, m)
-		n.deliver(ctx, m.reqs, m.res)
-		n.recycle(m)
+		if !n.q.park(n, m) {
+			n.finish(m)
+		}
 		n.flush()
 		n.checkDrained()
 	case *drainMsg:
@@ -82,6 +82,7 @@ func (n *node) Receive(ctx actor.Context) {
 		n.checkDrained()
 	case *infoResult:
 		n.q.learn(n, m)
+		n.checkDrained()
 	case *infoTick:
 		n.q.check(n)
 	case *actor.Stopping:
@@ -97,8 +98,15 @@ func (n *node) Receive(ctx actor.Context) {
 	}
 }
 
+// finish vets a returned batch's grants, routes its results and recycles it.
+func (n *node) finish(b *batch) {
+	n.q.vet(n, b)
+	n.deliver(b.reqs, b.res)
+	n.recycle(b)
+}
+
 func (n *node) checkDrained() {
-	if len(n.queue) == 0 && n.inflight == 0 {
+	if len(n.queue) == 0 && n.inflight == 0 && (n.q == nil || len(n.q.parked) == 0) {
 		for _, d := range n.drained {
 			close(d)
 		}
@@ -190,7 +198,7 @@ func (n *node) fail(r *opRequest, err error) {
 }
 
 // deliver routes results back, one message per coordinator shard.
-func (n *node) deliver(ctx actor.Context, reqs []*opRequest, res []transport.Result) {
+func (n *node) deliver(reqs []*opRequest, res []transport.Result) {
 	clear(n.counts)
 	for _, r := range reqs {
 		if r.reply {
@@ -207,7 +215,7 @@ func (n *node) deliver(ctx actor.Context, reqs []*opRequest, res []transport.Res
 				items = append(items, reply{req: r, res: res[i]})
 			}
 		}
-		ctx.Send(n.coords[shard], &nodeReplies{node: n.index, items: items})
+		n.root.Send(n.coords[shard], &nodeReplies{node: n.index, items: items})
 	}
 }
 

@@ -36,6 +36,7 @@ type quarantine struct {
 	started  time.Time // when the master process started (never later than true)
 	runID    string
 	fetching bool
+	parked   []*batch // results waiting for the info read that vets them
 	cancel   scheduler.CancelFunc
 }
 
@@ -94,6 +95,7 @@ func (q *quarantine) learn(n *node, r *infoResult) {
 	if r.err != nil {
 		// Unknown is not trusted: a master we cannot read does not vote.
 		q.vetted = false
+		q.release(n)
 		return
 	}
 	started := r.at.Add(-r.info.Uptime)
@@ -104,6 +106,29 @@ func (q *quarantine) learn(n *node, r *infoResult) {
 	q.runID, q.started, q.vettedAt, q.vetted = r.info.RunID, started, r.epoch, true
 	if q.epoch() != r.epoch {
 		q.check(n) // reconnected meanwhile: read again
+	}
+	q.release(n)
+}
+
+// park holds a batch whose epoch has not been checked yet, while the check
+// is out, instead of reporting its grants as quarantined: right after start
+// or a reconnect that would fail locks for one round trip for nothing.
+func (q *quarantine) park(n *node, b *batch) bool {
+	if q == nil || (q.vetted && b.epoch == q.vettedAt) || b.epoch == ^uint64(0) {
+		return false
+	}
+	q.check(n)
+	q.parked = append(q.parked, b)
+	return true
+}
+
+// release delivers the parked batches, now vetted by what was just learned
+// (a batch from an older epoch than the check stays unvetted).
+func (q *quarantine) release(n *node) {
+	parked := q.parked
+	q.parked = nil
+	for _, b := range parked {
+		n.finish(b)
 	}
 }
 
@@ -117,7 +142,7 @@ func (q *quarantine) vet(n *node, b *batch) {
 	var reason error
 	switch {
 	case !q.vetted || b.epoch != q.vettedAt:
-		reason = fmt.Errorf("%w: its process has not been checked since it (re)connected", api.ErrQuarantined)
+		reason = fmt.Errorf("%w: its process could not be checked since it (re)connected", api.ErrQuarantined)
 		q.check(n)
 	case now.Before(q.started.Add(q.period)):
 		reason = fmt.Errorf("%w: up for %v, votes again in %v", api.ErrQuarantined,

@@ -283,9 +283,9 @@ func TestQuarantineAfterRestart(t *testing.T) {
 		t.Fatalf("TryLock after the quarantine: %v", err)
 	}
 	_ = l.Unlock(ctx)
+	restarted := time.Now() // no later than the masters' own restart
 	ms[0].Restart()
 	ms[1].Restart()
-	restarted := time.Now()
 	if _, err := e.TryLock(ctx, "k2"); !errors.Is(err, api.ErrQuorumUnreachable) {
 		t.Fatalf("TryLock with 2 of 3 masters just restarted: %v", err)
 	}
@@ -317,4 +317,21 @@ func firstMasterErr(t *testing.T, err error) error {
 		}
 	}
 	return nil
+}
+
+// Right after New the engine has not read the masters yet; the first
+// TryLock waits for that read instead of failing as if they were down.
+func TestFirstTryLockWaitsForMasterCheck(t *testing.T) {
+	_, ts := memoryMasters(5)
+	time.Sleep(60 * time.Millisecond) // the masters are older than the quarantine
+	e, err := engine.NewWithTransports(ts, api.WithTTL(50*time.Millisecond), api.WithRestartQuarantine(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	l, err := e.TryLock(context.Background(), "first")
+	if err != nil {
+		t.Fatalf("first TryLock on masters past their quarantine: %v", err)
+	}
+	_ = l.Unlock(context.Background())
 }
