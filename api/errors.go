@@ -40,7 +40,9 @@ var (
 type Answer uint8
 
 const (
-	// NoAnswer: no reply arrived before the decision was made.
+	// NoAnswer: no reply had arrived when the decision was made (the
+	// engine decides as soon as the outcome is certain, so a live master can
+	// show as pending).
 	NoAnswer Answer = iota
 	// Granted: the master set, released or extended the key.
 	Granted
@@ -61,7 +63,7 @@ func (a Answer) String() string {
 	case Failed:
 		return "failed"
 	}
-	return "no answer"
+	return "pending"
 }
 
 // MasterAnswer is one master's part in an operation.
