@@ -41,6 +41,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -57,7 +58,9 @@ const (
 	Extend
 	// AcquireFenced is Acquire that, when the key was set, also increments
 	// the key's fencing counter (stored under FenceKey(Key), no expiry) in
-	// the same atomic step and returns the new count in Result.Token.
+	// the same script and returns the new count in Result.Token. If the
+	// increment fails after the SET (a corrupt counter), the op reports an
+	// Err: the key may have been set, as with any failed op.
 	AcquireFenced
 	// RaiseFence sets the fencing counter FenceKey(Key) to Token if it is
 	// lower (never lowers it). OK reports that the counter is now >= Token.
@@ -151,6 +154,11 @@ type InfoReporter interface {
 // from an epoch whose ServerInfo it has not checked. A transport with
 // InfoReporter but without Epocher leaves a window, up to the engine's info
 // interval, in which a restarted master can vote.
+//
+// The guarantee the engine relies on: ServerInfo called after Epoch
+// returned E describes the master process behind E or a later one, never an
+// earlier one. The epoch is per Transport value; its starting value is
+// arbitrary (0 before a first connection is fine).
 type Epocher interface {
 	Epoch() uint64
 }
@@ -175,8 +183,7 @@ var (
 	// ErrUnavailable: the master cannot be reached now (connection refused,
 	// reconnecting). Returned fast, without waiting for a timeout.
 	ErrUnavailable = errors.New("master unavailable")
-	// ErrInvalidOp: the op itself is malformed (unknown kind, empty key,
-	// ttl < 1ms for Acquire or Extend).
+	// ErrInvalidOp: the op itself is malformed; Check says how.
 	ErrInvalidOp = errors.New("invalid op")
 )
 
@@ -212,11 +219,25 @@ func Check(op *Op) error {
 		if op.Keys[0] != op.Key {
 			return fmt.Errorf("%w: %s: Key must be Keys[0]", ErrInvalidOp, op.Kind)
 		}
-		for _, k := range op.Keys {
+		for i, k := range op.Keys {
 			if k == "" {
 				return fmt.Errorf("%w: %s: empty key among Keys", ErrInvalidOp, op.Kind)
 			}
+			if strings.HasPrefix(k, FencePrefix) {
+				return fmt.Errorf("%w: %s: key %q uses the fencing counters' prefix", ErrInvalidOp, op.Kind, k)
+			}
+			// Keys are few (the engine allows 64): a quadratic scan
+			// allocates nothing.
+			for _, prev := range op.Keys[:i] {
+				if prev == k {
+					return fmt.Errorf("%w: %s: key %q listed twice", ErrInvalidOp, op.Kind, k)
+				}
+			}
 		}
+		return nil
+	}
+	if strings.HasPrefix(op.Key, FencePrefix) {
+		return fmt.Errorf("%w: %s: key %q uses the fencing counters' prefix", ErrInvalidOp, op.Kind, op.Key)
 	}
 	return nil
 }

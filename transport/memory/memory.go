@@ -2,17 +2,20 @@
 // engine when no Redis is configured, and a fast, deterministic stand-in for
 // one in tests.
 //
-// A Master keeps Redis's semantics for the three lock operations (SET NX PX,
-// compare-and-delete, compare-and-pexpire), including real expiry on the
-// monotonic clock. It starts no goroutines: expired keys are treated as absent
-// when touched and are swept a few at a time by the operations themselves,
-// the way Redis samples keys for active expiry, so memory stays bounded by the
-// live keys plus a fraction of them, not by every key ever written.
+// A Master keeps Redis's semantics for the lock operations (SET NX PX,
+// compare-and-delete, compare-and-pexpire, their atomic multi-key forms, and
+// the fencing counters of AcquireFenced and RaiseFence), including real
+// expiry on the monotonic clock. It starts no goroutines: expired keys are
+// treated as absent when touched and are swept a few at a time by the
+// operations themselves, the way Redis samples keys for active expiry, so
+// memory stays bounded by the live keys plus a fraction of them, not by every
+// key ever written.
 //
 // Each call to Master.Transport returns an independent client handle: closing
 // one only stops that handle, the keys stay on the master, just as closing a
 // Redis connection does not delete its keys. Master.Restart simulates a master
-// process restarting without persistence.
+// process restarting without persistence; every client handle is a
+// transport.Epocher whose epoch changes with it.
 package memory
 
 import (
@@ -22,6 +25,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,9 +61,15 @@ type entry struct {
 }
 
 type shardState struct {
-	mu  sync.Mutex
-	m   map[string]entry
-	ops uint32 // operations since the last sweep decision; wraps harmlessly
+	mu sync.Mutex
+	m  map[string]entry
+	// fences holds the fencing counters of the shard's lock keys, by lock
+	// key (Redis keeps them under transport.FenceKey(key); here they get a
+	// map of their own so that lock keys and counters cannot collide and
+	// the counters never meet the sweep). Counters never expire; only
+	// Restart forgets them. nil until the shard's first fenced op.
+	fences map[string]int64
+	ops    uint32 // operations since the last sweep decision; wraps harmlessly
 }
 
 // shard is padded to a cache line so that hot shards do not slow their
@@ -76,12 +86,20 @@ type life struct {
 	started time.Time
 }
 
+// A multi-key op locks its shards as a bitmask in one uint64: this fails to
+// compile if numShards ever outgrows it.
+const _ uint64 = 1 << (numShards - 1)
+
 // Master is an in-process master with real TTL semantics; safe for concurrent
 // use. The zero value is not usable; call New or NewNamed.
 type Master struct {
-	name   string
-	seed   maphash.Seed
-	life   atomic.Pointer[life]
+	name  string
+	seed  maphash.Seed
+	life  atomic.Pointer[life]
+	epoch atomic.Uint64 // changed by Restart; see client.Epoch
+	// shards are locked one at a time by single-key ops, and several at
+	// once, always in ascending index order, by multi-key ops and Restart,
+	// which keeps them free of deadlocks.
 	shards [numShards]shard
 }
 
@@ -100,6 +118,7 @@ func NewNamed(name string) *Master {
 		m.shards[i].m = make(map[string]entry)
 	}
 	m.life.Store(newLife())
+	m.epoch.Store(1)
 	return m
 }
 
@@ -116,26 +135,40 @@ func randomHex(n int) string {
 }
 
 // Restart simulates the master process restarting without persistence: every
-// key is forgotten, the run id changes and the uptime starts again from 0.
-// Operations running concurrently land on either side of the restart, key by
-// key, as they would against a real master that restarts under load; the new
-// run id is published only after every key is gone, so whoever sees it cannot
-// see a key from the previous run.
+// key and every fencing counter is forgotten, the run id changes, the uptime
+// starts again from 0 and the epoch of every client handle changes.
+//
+// Restart is atomic with respect to each operation: it holds every shard
+// while it clears them and publishes the new run and epoch, so an operation
+// lands wholly before it (old keys, old epoch) or wholly after it (no old
+// key, and the new run id and epoch already visible). The operations of one
+// batch may still land on both sides, as against a real master restarting
+// under load. That is what lets the engine rely on Epoch: a batch that saw
+// the new run's keyspace reads a changed epoch after Do, and a ServerInfo
+// fetched after reading that epoch shows the new run id. Clearing shard by
+// shard without holding them all would break that.
 func (m *Master) Restart() {
 	for i := range m.shards {
+		m.shards[i].mu.Lock()
+	}
+	for i := range m.shards {
 		s := &m.shards[i]
-		s.mu.Lock()
 		// A fresh map, not clear(): a Go map never shrinks, and a restart
 		// should also give back the memory of the previous run.
 		s.m = make(map[string]entry)
+		s.fences = nil
 		s.ops = 0
-		s.mu.Unlock()
 	}
 	m.life.Store(newLife())
+	m.epoch.Add(1)
+	for i := range m.shards {
+		m.shards[i].mu.Unlock()
+	}
 }
 
-// Len returns the number of live (unexpired) keys. It walks every key, so it
-// is meant for tests ("no key is left on the master").
+// Len returns the number of live (unexpired) lock keys; fencing counters are
+// not counted (see Fence). It walks every key, so it is meant for tests ("no
+// key is left on the master").
 func (m *Master) Len() int {
 	n := 0
 	for i := range m.shards {
@@ -164,55 +197,171 @@ func (m *Master) Get(key string) (value string, ok bool) {
 	return e.value, true
 }
 
+// Fence returns key's fencing counter (the value Redis would hold under
+// transport.FenceKey(key)), or 0 if it has none.
+func (m *Master) Fence(key string) int64 {
+	s := m.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fences[key]
+}
+
 // Transport returns a new client handle on m. Each handle can be closed
 // independently; closing it leaves the master and every other handle alone.
 func (m *Master) Transport() transport.Transport {
 	return &client{m: m, errClosed: fmt.Errorf("%s: %w", m.name, transport.ErrClosed)}
 }
 
-func (m *Master) shard(key string) *shard {
-	return &m.shards[maphash.String(m.seed, key)&(numShards-1)]
+func (m *Master) shardIndex(key string) int {
+	return int(maphash.String(m.seed, key) & (numShards - 1))
 }
 
-// apply runs one valid op. The key and value strings are stored as given, not
-// copied: Go strings are immutable, so sharing them is safe and keeps a lock
-// operation free of allocations.
-func (m *Master) apply(op *transport.Op) bool {
+func (m *Master) shard(key string) *shard { return &m.shards[m.shardIndex(key)] }
+
+// apply runs one valid op and returns its OK and, for AcquireFenced, its
+// token. The key and value strings are stored as given, not copied: Go
+// strings are immutable, so sharing them is safe and keeps a lock operation
+// free of allocations.
+func (m *Master) apply(op *transport.Op) (bool, int64) {
+	if len(op.Keys) > 1 {
+		return m.applyMulti(op), 0
+	}
+	// One key (len(op.Keys) == 1 means Keys[0] == Key, which transport.Check
+	// ensured): the single-key path, whose semantics are the same.
 	s := m.shard(op.Key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := monotime()
-	if s.ops++; s.ops%sweepEvery == 0 {
-		s.sweep(now)
-	}
+	s.tick(now)
 	e, found := s.m[op.Key]
 	live := found && e.expires > now
 	switch op.Kind {
-	case transport.Acquire:
+	case transport.Acquire, transport.AcquireFenced:
 		if live {
-			return false
+			return false, 0
 		}
 		s.m[op.Key] = entry{value: op.Value, expires: deadline(now, op.TTL)}
-		return true
+		if op.Kind == transport.Acquire {
+			return true, 0
+		}
+		if s.fences == nil {
+			s.fences = make(map[string]int64)
+		}
+		n := s.fences[op.Key] + 1
+		s.fences[op.Key] = n
+		return true, n
 	case transport.Release:
 		if found && (!live || e.value == op.Value) {
 			delete(s.m, op.Key) // an expired entry goes too: it is absent anyway
 		}
-		return live && e.value == op.Value
+		return live && e.value == op.Value, 0
 	case transport.Extend:
 		if !live {
 			if found {
 				delete(s.m, op.Key)
 			}
-			return false
+			return false, 0
 		}
 		if e.value != op.Value {
-			return false
+			return false, 0
 		}
 		s.m[op.Key] = entry{value: e.value, expires: deadline(now, op.TTL)}
+		return true, 0
+	case transport.RaiseFence:
+		if s.fences == nil {
+			s.fences = make(map[string]int64)
+		}
+		if s.fences[op.Key] < op.Token {
+			s.fences[op.Key] = op.Token
+		}
+		return true, 0
+	}
+	return false, 0 // unreachable: transport.Check let only the five kinds through
+}
+
+// applyMulti runs a valid Acquire, Release or Extend over op.Keys atomically:
+// it holds every shard the keys fall in, taken in ascending index order (the
+// order Restart takes them in too), so no two callers can deadlock. The
+// shards are a bitmask rather than a sorted slice, which dedups them and
+// keeps the op free of allocations.
+func (m *Master) applyMulti(op *transport.Op) bool {
+	var set uint64
+	for _, k := range op.Keys {
+		set |= 1 << m.shardIndex(k)
+	}
+	for b := set; b != 0; b &= b - 1 {
+		m.shards[bits.TrailingZeros64(b)].mu.Lock()
+	}
+	defer func() {
+		for b := set; b != 0; b &= b - 1 {
+			m.shards[bits.TrailingZeros64(b)].mu.Unlock()
+		}
+	}()
+	now := monotime()
+	for b := set; b != 0; b &= b - 1 {
+		m.shards[bits.TrailingZeros64(b)].tick(now)
+	}
+	switch op.Kind {
+	case transport.Acquire:
+		// All or nothing: set the keys only if none of them is live.
+		for _, k := range op.Keys {
+			if _, live := m.lookup(k, now); live {
+				return false
+			}
+		}
+		e := entry{value: op.Value, expires: deadline(now, op.TTL)}
+		for _, k := range op.Keys {
+			m.shard(k).m[k] = e
+		}
+		return true
+	case transport.Release:
+		// Each key on its own: delete every key that holds the value, and
+		// report whether that was all of them. A key listed twice is
+		// deleted the first time and missing the second, so the op is not
+		// OK, exactly as with the Redis script.
+		deleted := 0
+		for _, k := range op.Keys {
+			s := m.shard(k)
+			e, found := s.m[k]
+			live := found && e.expires > now
+			if found && (!live || e.value == op.Value) {
+				delete(s.m, k)
+			}
+			if live && e.value == op.Value {
+				deleted++
+			}
+		}
+		return deleted == len(op.Keys)
+	case transport.Extend:
+		// All or nothing: extend only if every key holds the value; a
+		// missing key is never re-created.
+		for _, k := range op.Keys {
+			if e, live := m.lookup(k, now); !live || e.value != op.Value {
+				return false
+			}
+		}
+		exp := deadline(now, op.TTL)
+		for _, k := range op.Keys {
+			m.shard(k).m[k] = entry{value: op.Value, expires: exp}
+		}
 		return true
 	}
-	return false // unreachable: transport.Check let only the three kinds through
+	return false // unreachable: transport.Check rejects fenced ops with Keys
+}
+
+// lookup returns key's entry and whether it is live. The caller holds the
+// key's shard.
+func (m *Master) lookup(key string, now int64) (entry, bool) {
+	e, found := m.shard(key).m[key]
+	return e, found && e.expires > now
+}
+
+// tick counts an operation on s, which the caller holds, and sweeps every
+// sweepEvery-th time.
+func (s *shard) tick(now int64) {
+	if s.ops++; s.ops%sweepEvery == 0 {
+		s.sweep(now)
+	}
 }
 
 // deadline is now+ttl, saturating so that an absurd ttl means "forever"
@@ -257,6 +406,7 @@ var (
 	_ transport.InfoReporter = (*client)(nil)
 	_ transport.Pinger       = (*client)(nil)
 	_ transport.Namer        = (*client)(nil)
+	_ transport.Epocher      = (*client)(nil)
 )
 
 // Do applies ops in order. The master answers synchronously, so ctx is only
@@ -279,7 +429,8 @@ func (c *client) Do(ctx context.Context, ops []transport.Op, results []transport
 			results[i] = transport.Result{Err: err}
 			continue
 		}
-		results[i] = transport.Result{OK: c.m.apply(&ops[i])}
+		ok, token := c.m.apply(&ops[i])
+		results[i] = transport.Result{OK: ok, Token: token}
 	}
 	return nil
 }
@@ -299,6 +450,14 @@ func (c *client) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
 	l := c.m.life.Load()
 	return transport.ServerInfo{RunID: l.runID, Uptime: time.Since(l.started)}, nil
 }
+
+// Epoch changes when the master restarts (Master.Restart), and only then;
+// every client handle of the master sees the same epoch. A handle has no
+// connection of its own to lose, so a restart is the only event that can put
+// it in front of a master that forgot its keys. Restart publishes the new run
+// id before the new epoch, so a ServerInfo called after reading an epoch
+// describes the run that epoch stands for, or a later one.
+func (c *client) Epoch() uint64 { return c.m.epoch.Load() }
 
 // Ping succeeds unless the handle is closed or ctx is done: an in-process
 // master always answers.

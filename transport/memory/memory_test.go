@@ -3,6 +3,8 @@ package memory_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -78,6 +80,174 @@ func TestRestart(t *testing.T) {
 	}
 	if r := do(t, c, acq("a", "2", time.Hour)); !r[0].OK {
 		t.Error("Acquire of a key held before Restart failed: Restart did not forget it")
+	}
+}
+
+func epoch(c transport.Transport) uint64 { return c.(transport.Epocher).Epoch() }
+
+func TestRestartChangesEpoch(t *testing.T) {
+	m := memory.New()
+	c1, c2 := m.Transport(), m.Transport()
+	e := epoch(c1)
+	if epoch(c2) != e {
+		t.Fatalf("two clients of one master: epochs %d and %d, want the same", e, epoch(c2))
+	}
+	do(t, c1, acq("a", "1", time.Hour), rel("a", "1"))
+	if epoch(c1) != e {
+		t.Fatalf("epoch moved from %d to %d without a restart", e, epoch(c1))
+	}
+	before := info(t, c1)
+	m.Restart()
+	e1, e2 := epoch(c1), epoch(c2)
+	if e1 == e || e2 != e1 {
+		t.Errorf("after Restart: epochs %d and %d (was %d), want both changed and equal", e1, e2, e)
+	}
+	if info(t, c2).RunID == before.RunID {
+		t.Error("run id unchanged after the epoch changed")
+	}
+	m.Restart()
+	if epoch(c1) == e1 {
+		t.Error("a second Restart left the epoch as the first one set it")
+	}
+}
+
+// TestRestartIsAtomic runs ops and ServerInfos against Restarts and checks
+// the two orders the engine's quarantine relies on:
+//   - an info read while the epoch stayed E describes E's run, so every
+//     epoch has exactly one run id;
+//   - a batch that finds a key forgotten by a Restart reads an epoch after
+//     it that differs from the one read before the batch that set the key.
+func TestRestartIsAtomic(t *testing.T) {
+	m := memory.New()
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer stop.Store(true)
+		for range 200 {
+			m.Restart()
+			time.Sleep(50 * time.Microsecond)
+		}
+	})
+	var (
+		mu    sync.Mutex
+		runOf = map[uint64]string{}
+	)
+	for g := range 4 {
+		wg.Go(func() {
+			c := m.Transport()
+			k := fmt.Sprint("g", g)
+			res := make([]transport.Result, 1)
+			var setAt uint64 // epoch read before the Do that last set k
+			for i := 0; !stop.Load() && !t.Failed(); i++ {
+				e0 := epoch(c)
+				si := info(t, c)
+				e1 := epoch(c)
+				if e0 == e1 {
+					mu.Lock()
+					if r, seen := runOf[e0]; seen && r != si.RunID {
+						t.Errorf("epoch %d seen with run ids %s and %s", e0, r, si.RunID)
+					}
+					runOf[e0] = si.RunID
+					mu.Unlock()
+				}
+				// k is never released: an Acquire succeeds the first time
+				// and after a Restart forgot it, and only then.
+				_ = c.Do(context.Background(), []transport.Op{acq(k, "v", time.Hour)}, res)
+				after := epoch(c)
+				if res[0].OK {
+					if i > 0 && after == setAt {
+						t.Errorf("found %s forgotten, but the epoch is still %d, as before the batch that set it", k, after)
+					}
+					setAt = e1
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(runOf) < 10 {
+		t.Errorf("only %d epochs observed: the test did not race against Restarts", len(runOf))
+	}
+}
+
+func TestFencesForgottenOnRestart(t *testing.T) {
+	m := memory.New()
+	c := m.Transport()
+	fenced := transport.Op{Kind: transport.AcquireFenced, Key: "k", Value: "v", TTL: time.Hour}
+	r := do(t, c, fenced, rel("k", "v"), transport.Op{Kind: transport.RaiseFence, Key: "k", Token: 41})
+	if r[0].Token != 1 || m.Fence("k") != 41 {
+		t.Fatalf("token %d, counter %d; want 1 and 41", r[0].Token, m.Fence("k"))
+	}
+	if m.Len() != 0 {
+		t.Errorf("Len = %d with only a fencing counter left, want 0: counters are not lock keys", m.Len())
+	}
+	m.Restart()
+	if n := m.Fence("k"); n != 0 {
+		t.Errorf("counter %d after Restart, want 0: a master without persistence forgets it", n)
+	}
+	if r := do(t, c, fenced); r[0].Token != 1 {
+		t.Errorf("first grant after Restart: token %d, want 1", r[0].Token)
+	}
+}
+
+// TestMultiKeyNoDeadlock runs multi-key ops over overlapping keys, listed in
+// every order, from many goroutines, together with Restarts that take every
+// shard: with the shards locked in a fixed order nothing can deadlock, and
+// each op stays all or nothing.
+func TestMultiKeyNoDeadlock(t *testing.T) {
+	m := memory.New()
+	keys := make([]string, 40) // enough to fall in many of the 64 shards
+	for i := range keys {
+		keys[i] = fmt.Sprint("k", i)
+	}
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	for g := range 8 {
+		wg.Go(func() {
+			c := m.Transport()
+			rng := rand.New(rand.NewPCG(uint64(g), 1))
+			v := fmt.Sprint("v", g)
+			for range 3000 {
+				ks := make([]string, 2+rng.IntN(6))
+				for i := range ks {
+					ks[i] = keys[rng.IntN(len(keys))]
+				}
+				op := transport.Op{Key: ks[0], Keys: ks, Value: v, TTL: time.Minute}
+				res := make([]transport.Result, 1)
+				switch rng.IntN(3) {
+				case 0:
+					op.Kind = transport.Acquire
+				case 1:
+					op.Kind = transport.Extend
+				default:
+					op.Kind = transport.Release
+				}
+				e := epoch(c)
+				_ = c.Do(context.Background(), []transport.Op{op}, res)
+				if op.Kind == transport.Acquire && res[0].OK {
+					// All or nothing: every key is ours now, unless a
+					// Restart forgot them and someone else took them,
+					// which a moved epoch tells.
+					for _, k := range ks {
+						if got, ok := m.Get(k); ok && got != v && epoch(c) == e {
+							t.Errorf("after a successful multi Acquire by %s, %s is held by %s", v, k, got)
+						}
+					}
+					_ = c.Do(context.Background(), []transport.Op{{Kind: transport.Release, Key: ks[0], Keys: ks, Value: v}}, res)
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 200 {
+			m.Restart()
+			time.Sleep(100 * time.Microsecond)
+		}
+	})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("multi-key ops and Restarts did not finish within 30s: deadlock")
 	}
 }
 
@@ -168,6 +338,33 @@ func TestAllocs(t *testing.T) {
 	ext := []transport.Op{acq("held", "v", time.Hour), {Kind: transport.Extend, Key: "held", Value: "v", TTL: time.Hour}}
 	if n := testing.AllocsPerRun(1000, func() { _ = c.Do(ctx, ext, res[:2]) }); n != 0 {
 		t.Errorf("Do(failed Acquire + Extend) allocates %v times per batch, want 0", n)
+	}
+	// The fenced ops, once the key's counter exists.
+	fenced := []transport.Op{
+		{Kind: transport.AcquireFenced, Key: "fenced", Value: "v", TTL: time.Hour},
+		{Kind: transport.AcquireFenced, Key: "fenced", Value: "w", TTL: time.Hour},
+		rel("fenced", "v"),
+		{Kind: transport.RaiseFence, Key: "fenced", Token: 1},
+	}
+	_ = c.Do(ctx, fenced, res[:4])
+	if n := testing.AllocsPerRun(1000, func() { _ = c.Do(ctx, fenced, res[:4]) }); n != 0 {
+		t.Errorf("Do(fenced ops) allocates %v times per batch, want 0", n)
+	}
+	if !res[0].OK || res[0].Token < 2 || res[1].OK || !res[2].OK || !res[3].OK {
+		t.Errorf("fenced batch: %+v", res[:4])
+	}
+	// And the multi-key ones: the shard set is a bitmask, not a slice.
+	ks := []string{"m1", "m2", "m3", "m4", "m5"}
+	multi := []transport.Op{
+		{Kind: transport.Acquire, Key: ks[0], Keys: ks, Value: "v", TTL: time.Hour},
+		{Kind: transport.Extend, Key: ks[0], Keys: ks, Value: "v", TTL: time.Hour},
+		{Kind: transport.Release, Key: ks[0], Keys: ks, Value: "v"},
+	}
+	if n := testing.AllocsPerRun(1000, func() { _ = c.Do(ctx, multi, res[:3]) }); n != 0 {
+		t.Errorf("Do(multi-key ops) allocates %v times per batch, want 0", n)
+	}
+	if !res[0].OK || !res[1].OK || !res[2].OK {
+		t.Errorf("multi-key batch: %+v", res[:3])
 	}
 }
 

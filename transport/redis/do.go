@@ -81,24 +81,30 @@ func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transp
 // and sends the ops in b.retry again, in one more round trip. It reports
 // whether b may be reused.
 //
-// The resent ops now run after the batch's later ops, which may touch the
-// same key; that is still safe. A release or extend only acts when the key
-// holds this op's value, and values are unique per lock and never reused,
-// so a late script either finds our own lock (and does what we asked a
-// little later, as if the batch had been slower) or finds anything else and
-// does nothing: it can never delete or extend someone else's lock.
+// The resent ops keep their relative order, but now run after the batch's
+// later plain SETs (the only ops that are not scripts), which may touch the
+// same key; that is still safe. A release or extend (single or multi-key)
+// only acts when the key holds this op's value, and values are unique per
+// lock and never reused, so a late script either finds our own lock (and
+// does what we asked a little later, as if the batch had been slower) or
+// finds anything else and does nothing: it can never delete or extend
+// someone else's lock. A late acquire (fenced or multi-key) and a plain SET
+// it now follows may come out the other way round than in order (the SET
+// sets the key, the acquire then finds it held), but each answer is true of
+// the master when the op ran, so no lock is reported that is not held. A
+// late RaiseFence only ever raises.
 func (t *Transport) resendScripts(ctx context.Context, cs *connState, b *batch, ops []transport.Op, results []transport.Result) bool {
-	var rel, ext bool
+	var need uint32 // bit id: script id is needed
 	for _, i := range b.retry {
-		rel = rel || ops[i].Kind == transport.Release
-		ext = ext || ops[i].Kind == transport.Extend
+		if id, ok := scriptOf(&ops[i]); ok {
+			need |= 1 << id
+		}
 	}
-	b.reset(len(b.retry) + 2)
-	if rel {
-		b.addCmd(-1, 0, "SCRIPT", "LOAD", ReleaseScript)
-	}
-	if ext {
-		b.addCmd(-1, 0, "SCRIPT", "LOAD", ExtendScript)
+	b.reset(len(b.retry) + int(numScripts))
+	for id := range numScripts {
+		if need&(1<<id) != 0 {
+			b.addCmd(-1, formNone, "SCRIPT", "LOAD", scripts[id].src)
+		}
 	}
 	for _, i := range b.retry {
 		b.add(&ops[i], i)
@@ -129,7 +135,11 @@ func (t *Transport) result(op *transport.Op, r *reply) transport.Result {
 	if r.err != nil {
 		return transport.Result{Err: fmt.Errorf("redis %s: %s %q: %w", t.name, op.Kind, op.Key, r.err)}
 	}
-	return transport.Result{OK: r.ok}
+	res := transport.Result{OK: r.ok}
+	if r.form == formToken && r.ok {
+		res.Token = r.n
+	}
+	return res
 }
 
 // failValid sets err on every result that has none yet: the valid ops, since
@@ -202,24 +212,56 @@ func (b *batch) reset(n int) {
 	b.args = b.args[:0]
 }
 
+// add appends op, which is valid, as one command answering ops[i].
 func (b *batch) add(op *transport.Op, i int) {
+	if len(op.Keys) > 1 {
+		b.addMulti(op, i)
+		return
+	}
 	switch op.Kind {
 	case transport.Acquire:
-		b.addCmd(i, op.Kind, "SET", op.Key, op.Value, "NX", "PX", b.ms(op))
+		b.addCmd(i, formSet, "SET", op.Key, op.Value, "NX", "PX", b.ms(op))
 	case transport.Release:
-		b.addCmd(i, op.Kind, "EVALSHA", releaseSHA, "1", op.Key, op.Value)
+		b.addCmd(i, formFlag, "EVALSHA", releaseSHA, "1", op.Key, op.Value)
 	case transport.Extend:
-		b.addCmd(i, op.Kind, "EVALSHA", extendSHA, "1", op.Key, op.Value, b.ms(op))
+		b.addCmd(i, formFlag, "EVALSHA", extendSHA, "1", op.Key, op.Value, b.ms(op))
+	case transport.AcquireFenced:
+		b.addCmd(i, formToken, "EVALSHA", scripts[scriptAcquireFenced].sha, "2",
+			op.Key, transport.FenceKey(op.Key), op.Value, b.ms(op))
+	case transport.RaiseFence:
+		b.addCmd(i, formFlag, "EVALSHA", scripts[scriptRaiseFence].sha, "1",
+			transport.FenceKey(op.Key), strconv.FormatInt(op.Token, 10))
 	}
 }
 
-// addCmd appends a command whose reply is read as kind's (0: only an error
-// matters). args is copied into b.args, so that the variadic slice does not
-// escape and allocate per command.
-func (b *batch) addCmd(i int, kind transport.OpKind, cmd string, args ...string) {
+// addMulti appends a multi-key Acquire, Release or Extend: EVALSHA sha n
+// keys... value [ttl].
+func (b *batch) addMulti(op *transport.Op, i int) {
+	id, _ := scriptOf(op)
+	start := len(b.args)
+	b.args = append(b.args, scripts[id].sha, strconv.Itoa(len(op.Keys)))
+	b.args = append(b.args, op.Keys...)
+	b.args = append(b.args, op.Value)
+	if op.Kind != transport.Release {
+		b.args = append(b.args, b.ms(op))
+	}
+	b.push(i, formFlag, "EVALSHA", start)
+}
+
+// addCmd appends a command whose reply is read in form. args is copied into
+// b.args, so that the variadic slice does not escape and allocate per
+// command.
+func (b *batch) addCmd(i int, form replyForm, cmd string, args ...string) {
 	start := len(b.args)
 	b.args = append(b.args, args...)
-	b.replies = append(b.replies, reply{kind: kind})
+	b.push(i, form, cmd, start)
+}
+
+// push appends cmd with the arguments b.args[start:]. b.args may have been
+// reallocated by the appends since the batch's earlier commands: they keep
+// the old array, whose contents do not change, so that is safe.
+func (b *batch) push(i int, form replyForm, cmd string, start int) {
+	b.replies = append(b.replies, reply{form: form})
 	b.index = append(b.index, i)
 	b.p.Append(radix.Cmd(&b.replies[len(b.replies)-1], cmd, b.args[start:len(b.args):len(b.args)]...))
 }
@@ -232,18 +274,34 @@ func (b *batch) ms(op *transport.Op) string {
 	return b.ttlStr
 }
 
+// replyForm is the shape of reply a command gets.
+type replyForm uint8
+
+const (
+	formNone  replyForm = iota // only an error matters (SCRIPT LOAD)
+	formSet                    // SET NX: +OK, or null when the key exists
+	formFlag                   // a script's integer: 1 is OK, 0 is not
+	formToken                  // AcquireFencedScript: the count, or null when the key was held
+)
+
 // reply receives one command's reply. It is a resp.Unmarshaler so that a
 // Redis error reply lands on its own op: radix's pipeline would otherwise
 // return only the first command's error, formatted into one error for the
 // whole pipeline, with no way to tell which commands it hit.
 type reply struct {
-	kind transport.OpKind
+	form replyForm
 	ok   bool
 	err  error
 	n    int64
 }
 
-var errUnexpectedReply = errors.New("unexpected reply")
+var (
+	errUnexpectedReply = errors.New("unexpected reply")
+	// errBadToken: AcquireFencedScript set the key, but the counter came out
+	// below 1 (someone wrote a negative number there). The lock may be
+	// held, so this is an error, never a plain "no".
+	errBadToken = errors.New("fencing counter is not positive")
+)
 
 func (r *reply) UnmarshalRESP(br resp.BufferedReader, o *resp.Opts) error {
 	r.ok, r.err = false, nil
@@ -263,8 +321,8 @@ func (r *reply) UnmarshalRESP(br resp.BufferedReader, o *resp.Opts) error {
 }
 
 func (r *reply) unmarshal(br resp.BufferedReader, o *resp.Opts) error {
-	switch r.kind {
-	case transport.Acquire:
+	switch r.form {
+	case formSet:
 		// Every RESP message is at least 3 bytes, so this cannot wait for
 		// bytes that are not coming.
 		b, err := br.Peek(3)
@@ -274,13 +332,13 @@ func (r *reply) unmarshal(br resp.BufferedReader, o *resp.Opts) error {
 		switch {
 		case string(b) == "+OK":
 			r.ok = true
-		case string(b) == "$-1" || b[0] == byte(resp3.NullPrefix):
+		case isNull(b):
 			// NX found the key: a definite "no".
 		default:
 			return discardUnexpected(br, o)
 		}
 		return resp3.Unmarshal(br, nil, o)
-	case transport.Release, transport.Extend:
+	case formFlag:
 		b, err := br.Peek(1)
 		if err != nil {
 			return err
@@ -295,9 +353,35 @@ func (r *reply) unmarshal(br resp.BufferedReader, o *resp.Opts) error {
 		}
 		r.ok = r.n == 1
 		return nil
+	case formToken:
+		b, err := br.Peek(3)
+		if err != nil {
+			return err
+		}
+		switch {
+		case isNull(b):
+			// The key was held: a definite "no", and no count.
+			return resp3.Unmarshal(br, nil, o)
+		case b[0] != byte(resp3.NumberPrefix):
+			return discardUnexpected(br, o)
+		}
+		if err := resp3.Unmarshal(br, &r.n, o); err != nil {
+			return err
+		}
+		if r.n < 1 {
+			return resp.ErrConnUsable{Err: errBadToken}
+		}
+		r.ok = true
+		return nil
 	default:
 		return resp3.Unmarshal(br, nil, o)
 	}
+}
+
+// isNull reports whether the first 3 bytes of a reply are a null: RESP2's
+// null bulk string or RESP3's null.
+func isNull(b []byte) bool {
+	return string(b) == "$-1" || b[0] == byte(resp3.NullPrefix)
 }
 
 // discardUnexpected consumes a reply of a type the op cannot have: an error

@@ -43,10 +43,100 @@ const (
 	ExtendScript  = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end`
 )
 
-var (
-	releaseSHA = sha1Hex(ReleaseScript)
-	extendSHA  = sha1Hex(ExtendScript)
+// The scripts of the fenced and multi-key ops. Single-key Acquire, Release
+// and Extend never use them: those keep plain SET NX PX and the two standard
+// scripts above, so their cost and wire format are what they always were.
+//
+// Redis Cluster: each of these scripts touches several keys, which Redis
+// Cluster only allows when they hash to one slot (else CROSSSLOT). This
+// transport talks to one node and does no slot routing, so it does not
+// support pointing fenced or multi-key ops at a cluster node, unless the keys
+// share a hash tag: a lock key "{order:42}" and its counter
+// transport.FenceKey("{order:42}") = "redlock-fence:{order:42}" hash alike,
+// since transport.FencePrefix has no braces; multi-key ops need all their
+// keys to share one tag likewise.
+const (
+	// AcquireFencedScript is SET NX PX and, only if the key was set, INCR of
+	// the key's fencing counter (no expiry) in the same atomic step.
+	// KEYS[1] is the lock key, KEYS[2] transport.FenceKey(KEYS[1]); ARGV is
+	// value, ttl in ms. It returns the new count, or nil when the key was
+	// held: an integer reply always means the lock was set.
+	AcquireFencedScript = `if redis.call("set",KEYS[1],ARGV[1],"NX","PX",ARGV[2]) then return redis.call("incr",KEYS[2]) end return false`
+	// RaiseFenceScript raises the counter KEYS[1] to ARGV[1] if it is lower
+	// (or absent), never lowering it, and returns 1: the counter is then >=
+	// ARGV[1]. A counter that is not a number fails the script. Lua
+	// compares as doubles, which is exact for every token below 2^53.
+	RaiseFenceScript = `local c = redis.call("get",KEYS[1]) if c == false or tonumber(c) < tonumber(ARGV[1]) then redis.call("set",KEYS[1],ARGV[1]) end return 1`
+	// AcquireMultiScript sets every key in KEYS to ARGV[1] with PX ARGV[2]
+	// if none of them exists, and returns 1; else it sets nothing and
+	// returns 0.
+	AcquireMultiScript = `for i = 1, #KEYS do if redis.call("exists",KEYS[i]) == 1 then return 0 end end ` +
+		`for i = 1, #KEYS do redis.call("set",KEYS[i],ARGV[1],"PX",ARGV[2]) end return 1`
+	// ReleaseMultiScript deletes each key in KEYS that holds ARGV[1] and
+	// returns 1 if that was every key (a key listed twice is not deleted
+	// twice, so it makes the result 0), else 0.
+	ReleaseMultiScript = `local n = 0 for i = 1, #KEYS do if redis.call("get",KEYS[i]) == ARGV[1] then n = n + redis.call("del",KEYS[i]) end end ` +
+		`if n == #KEYS then return 1 else return 0 end`
+	// ExtendMultiScript sets PX ARGV[2] on every key in KEYS if every one
+	// holds ARGV[1], and returns 1; else it changes nothing and returns 0.
+	// A missing key is never re-created.
+	ExtendMultiScript = `for i = 1, #KEYS do if redis.call("get",KEYS[i]) ~= ARGV[1] then return 0 end end ` +
+		`for i = 1, #KEYS do redis.call("pexpire",KEYS[i],ARGV[2]) end return 1`
 )
+
+// scriptID names one of the scripts, loaded on every connection.
+type scriptID uint8
+
+const (
+	scriptRelease scriptID = iota
+	scriptExtend
+	scriptAcquireFenced
+	scriptRaiseFence
+	scriptAcquireMulti
+	scriptReleaseMulti
+	scriptExtendMulti
+	numScripts
+)
+
+var scripts = [numScripts]struct{ src, sha string }{
+	scriptRelease:       {ReleaseScript, sha1Hex(ReleaseScript)},
+	scriptExtend:        {ExtendScript, sha1Hex(ExtendScript)},
+	scriptAcquireFenced: {AcquireFencedScript, sha1Hex(AcquireFencedScript)},
+	scriptRaiseFence:    {RaiseFenceScript, sha1Hex(RaiseFenceScript)},
+	scriptAcquireMulti:  {AcquireMultiScript, sha1Hex(AcquireMultiScript)},
+	scriptReleaseMulti:  {ReleaseMultiScript, sha1Hex(ReleaseMultiScript)},
+	scriptExtendMulti:   {ExtendMultiScript, sha1Hex(ExtendMultiScript)},
+}
+
+var (
+	releaseSHA = scripts[scriptRelease].sha
+	extendSHA  = scripts[scriptExtend].sha
+)
+
+// scriptOf returns the script a valid op runs as, or false for a plain SET
+// (single-key Acquire). A multi-key op with one key is the single-key op.
+func scriptOf(op *transport.Op) (scriptID, bool) {
+	multi := len(op.Keys) > 1
+	switch op.Kind {
+	case transport.Acquire:
+		return scriptAcquireMulti, multi
+	case transport.Release:
+		if multi {
+			return scriptReleaseMulti, true
+		}
+		return scriptRelease, true
+	case transport.Extend:
+		if multi {
+			return scriptExtendMulti, true
+		}
+		return scriptExtend, true
+	case transport.AcquireFenced:
+		return scriptAcquireFenced, true
+	case transport.RaiseFence:
+		return scriptRaiseFence, true
+	}
+	return 0, false
+}
 
 func sha1Hex(s string) string {
 	sum := sha1.Sum([]byte(s))
@@ -58,6 +148,7 @@ var (
 	_ transport.InfoReporter = (*Transport)(nil)
 	_ transport.Pinger       = (*Transport)(nil)
 	_ transport.Namer        = (*Transport)(nil)
+	_ transport.Epocher      = (*Transport)(nil)
 )
 
 // errConnClosed is the reason recorded when radix closes a connection on its
@@ -88,6 +179,9 @@ type Transport struct {
 	// with closed false, or while the caller already holds a count.
 	inflight sync.WaitGroup
 
+	// epoch counts successful connections; see Epoch. It is bumped under
+	// mu in install before the connection is published to enter.
+	epoch    atomic.Uint64
 	connects atomic.Int64 // successful connections, for tests
 }
 
@@ -254,7 +348,8 @@ func (t *Transport) connectLoop() {
 }
 
 // dial makes one connection: TCP or TLS, AUTH, SELECT (radix's Dialer), then
-// SCRIPT LOAD, so that the EVALSHAs of the first batch find the scripts. The
+// SCRIPT LOAD of every script, so that the EVALSHAs of the first batch find
+// them. The
 // error wraps transport.ErrUnavailable and is recorded as the reason.
 func (t *Transport) dial() (*connState, error) {
 	ctx, cancel := context.WithTimeout(t.loopCtx, t.cfg.DialTimeout)
@@ -266,8 +361,9 @@ func (t *Transport) dial() (*connState, error) {
 	if err == nil {
 		cs.conn = conn
 		p := radix.NewPipeline()
-		p.Append(radix.Cmd(nil, "SCRIPT", "LOAD", ReleaseScript))
-		p.Append(radix.Cmd(nil, "SCRIPT", "LOAD", ExtendScript))
+		for _, sc := range scripts {
+			p.Append(radix.Cmd(nil, "SCRIPT", "LOAD", sc.src))
+		}
 		if err = conn.Do(ctx, p); err != nil {
 			conn.Close()
 			err = fmt.Errorf("loading scripts: %w", err)
@@ -284,17 +380,34 @@ func (t *Transport) dial() (*connState, error) {
 }
 
 // install makes cs the current connection, unless it broke already or the
-// transport closed meanwhile.
+// transport closed meanwhile. The epoch changes first, in the same critical
+// section: enter hands cs out only under mu, so no call can run on cs before
+// the new epoch is visible.
 func (t *Transport) install(cs *connState) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed || cs.broken.Load() {
 		return false
 	}
+	t.epoch.Add(1)
 	t.cs = cs
 	t.connects.Add(1)
 	return true
 }
+
+// Epoch counts the connections the transport has made: it changes each time
+// it reconnects, which it must after the master process restarted (the old
+// TCP connection dies with it). It is 0 until the first connection.
+//
+// The new epoch is visible before the new connection serves any call, so a
+// Do served by a new connection is followed by an Epoch that differs from
+// one read before that Do. Each Do runs on one connection (its NOSCRIPT
+// resend included), so an Epoch that reads E both before and after a Do
+// means the Do ran on the connection of epoch E, to that one master process.
+// (A proxy between us and Redis that keeps our connection while it
+// reconnects upstream defeats this, as it defeats any client-side
+// detection.)
+func (t *Transport) Epoch() uint64 { return t.epoch.Load() }
 
 // broken retires cs after a connection-level failure: later calls fail fast
 // and the loop closes it and reconnects. Only the first call for a cs counts.
@@ -483,7 +596,14 @@ func (t *Transport) Ping(ctx context.Context) error {
 	return nil
 }
 
-// ServerInfo reads run_id and uptime_in_seconds from INFO server.
+// ServerInfo reads run_id and uptime_in_seconds from INFO server, on the
+// connection that is current when it is called, like every other call.
+//
+// The guarantee, with Epoch: an info fetched after reading epoch E describes
+// the process behind epoch E or a later one, never an earlier one (the
+// connection of E is installed, under the same lock as E is published, before
+// ServerInfo picks its connection). If Epoch still reads E after ServerInfo
+// returned, the info describes exactly the process behind E.
 func (t *Transport) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
 	var info string
 	if err := t.exec(ctx, radix.Cmd(&info, "INFO", "server")); err != nil {

@@ -231,10 +231,268 @@ func TestNoScript(t *testing.T) {
 func TestScriptsLoadedOnConnect(t *testing.T) {
 	s := redistest.Start(t, 1)[0]
 	dial(t, Config{Addr: s.Addr})
+	if got := scriptsLoaded(t, s); got != "1111111" {
+		t.Errorf("SCRIPT EXISTS of every script after connect = %s, want all 1", got)
+	}
+}
+
+// scriptsLoaded returns SCRIPT EXISTS of every script, in scriptID order, as
+// a string of 0s and 1s.
+func scriptsLoaded(t *testing.T, s *redistest.Server) string {
+	t.Helper()
+	args := make([]string, 0, numScripts+1)
+	args = append(args, "EXISTS")
+	for _, sc := range scripts {
+		args = append(args, sc.sha)
+	}
 	var exists []int
-	s.Do(t, &exists, "SCRIPT", "EXISTS", releaseSHA, extendSHA)
-	if len(exists) != 2 || exists[0] != 1 || exists[1] != 1 {
-		t.Errorf("SCRIPT EXISTS after connect = %v, want [1 1]", exists)
+	s.Do(t, &exists, "SCRIPT", args...)
+	return strings.Trim(strings.Join(strings.Fields(fmt.Sprint(exists)), ""), "[]")
+}
+
+func fenced(key, value string, ttl time.Duration) transport.Op {
+	return transport.Op{Kind: transport.AcquireFenced, Key: key, Value: value, TTL: ttl}
+}
+
+func raise(key string, token int64) transport.Op {
+	return transport.Op{Kind: transport.RaiseFence, Key: key, Token: token}
+}
+
+func multi(kind transport.OpKind, value string, ttl time.Duration, keys ...string) transport.Op {
+	return transport.Op{Kind: kind, Key: keys[0], Keys: keys, Value: value, TTL: ttl}
+}
+
+// TestNoScriptNewOps: after SCRIPT FLUSH, fenced and multi-key ops are
+// resent after loading just the scripts they need, with their own replies
+// (tokens included) intact.
+func TestNoScriptNewOps(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	tr := dial(t, Config{Addr: s.Addr})
+	mustDo(t, tr, []transport.Op{fenced("f", "v", time.Minute), multi(transport.Acquire, "v", time.Minute, "a", "b")}, true, true)
+
+	s.Do(t, nil, "SCRIPT", "FLUSH")
+	ops := []transport.Op{
+		fenced("f", "w", time.Minute), // held: no
+		rel("f", "v"),
+		fenced("f", "w", time.Minute), // token 2
+		acq("plain", "v", time.Minute),
+		raise("f", 10),
+		multi(transport.Extend, "v", 2*time.Minute, "a", "b"),
+		multi(transport.Acquire, "v", time.Minute, "c", "d"),
+		multi(transport.Release, "v", 0, "c", "d"),
+	}
+	res, err := do(tr, ops...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []transport.Result{{}, {OK: true}, {OK: true, Token: 2}, {OK: true}, {OK: true}, {OK: true}, {OK: true}, {OK: true}} {
+		if res[i] != want {
+			t.Errorf("op %d %s: %+v, want %+v", i, ops[i].Kind, res[i], want)
+		}
+	}
+	if ms := s.PTTL(t, "b"); ms < 90_000 {
+		t.Errorf("b's ttl is %dms after a multi Extend to 2m", ms)
+	}
+	if v, _ := s.Get(t, transport.FenceKey("f")); v != "10" {
+		t.Errorf("counter = %q, want 10", v)
+	}
+	// Every script but ExtendScript was needed (the single-key Release
+	// needs ReleaseScript), and only those were loaded.
+	if got := scriptsLoaded(t, s); got != "1011111" {
+		t.Errorf("SCRIPT EXISTS after the resend = %s, want 1011111", got)
+	}
+
+	s.Do(t, nil, "SCRIPT", "FLUSH")
+	mustDo(t, tr, []transport.Op{multi(transport.Release, "v", 0, "a", "b")}, true)
+	if got := scriptsLoaded(t, s); got != "0000010" {
+		t.Errorf("SCRIPT EXISTS after resending a multi Release = %s, want only the multi release script", got)
+	}
+}
+
+// TestFencedOnTheWire checks what AcquireFenced and RaiseFence leave on the
+// master, and that a broken counter is an error, never a plain "no".
+func TestFencedOnTheWire(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	tr := dial(t, Config{Addr: s.Addr})
+	res, err := do(tr, fenced("k", "token-1", 30*time.Second))
+	if err != nil || !res[0].OK || res[0].Token != 1 {
+		t.Fatalf("AcquireFenced: %v %+v", err, res[0])
+	}
+	if v, _ := s.Get(t, "k"); v != "token-1" {
+		t.Errorf("GET k = %q", v)
+	}
+	if ms := s.PTTL(t, "k"); ms <= 29_000 || ms > 30_000 {
+		t.Errorf("PTTL k = %d, want about 30000", ms)
+	}
+	fk := transport.FenceKey("k")
+	if fk != "redlock-fence:k" {
+		t.Fatalf("FenceKey(k) = %q", fk)
+	}
+	if v, _ := s.Get(t, fk); v != "1" {
+		t.Errorf("GET %s = %q, want 1", fk, v)
+	}
+	if ms := s.PTTL(t, fk); ms != -1 {
+		t.Errorf("PTTL %s = %d, want -1: a counter never expires", fk, ms)
+	}
+	// A denied AcquireFenced changes nothing.
+	mustDo(t, tr, []transport.Op{fenced("k", "other", time.Minute), rel("k", "token-1")}, false, true)
+	if v, _ := s.Get(t, fk); v != "1" {
+		t.Errorf("counter after a denied AcquireFenced = %q, want 1", v)
+	}
+	// RaiseFence sets a plain integer, without expiry, and never lowers.
+	mustDo(t, tr, []transport.Op{raise("k", 1<<40), raise("k", 7)}, true, true)
+	if v, _ := s.Get(t, fk); v != "1099511627776" {
+		t.Errorf("counter after RaiseFence(2^40), RaiseFence(7) = %q", v)
+	}
+	if ms := s.PTTL(t, fk); ms != -1 {
+		t.Errorf("PTTL %s after RaiseFence = %d, want -1", fk, ms)
+	}
+	res, _ = do(tr, fenced("k", "v", time.Minute), rel("k", "v"))
+	if res[0].Token != 1<<40+1 {
+		t.Errorf("token after RaiseFence(2^40) = %d", res[0].Token)
+	}
+	// Other clients' plain EVAL of the scripts work like ours.
+	var n int64
+	s.Do(t, &n, "EVAL", AcquireFencedScript, "2", "k", fk, "x", "60000")
+	if n != 1<<40+2 {
+		t.Errorf("plain EVAL of AcquireFencedScript = %d", n)
+	}
+	s.Do(t, nil, "DEL", "k")
+
+	// A counter that is not a number: the SET happened, the INCR failed,
+	// so the op fails with the error (and the engine cleans up).
+	s.Do(t, nil, "SET", transport.FenceKey("bad"), "not-a-number")
+	res, err = do(tr, fenced("bad", "v", time.Minute), raise("bad", 3), acq("after", "v", time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].OK || res[0].Err == nil || res[1].OK || res[1].Err == nil || !res[2].OK {
+		t.Errorf("fenced ops on a non-numeric counter: %+v, want errors for the first two only", res)
+	}
+	if _, ok := s.Get(t, "bad"); !ok {
+		t.Error("the lock key was not set: the test does not show what it means to")
+	}
+	// A negative counter makes INCR return <= 0: the key is set, so that
+	// must be an error too, not "held by someone else".
+	s.Do(t, nil, "SET", transport.FenceKey("neg"), "-5")
+	res, _ = do(tr, fenced("neg", "v", time.Minute))
+	if res[0].OK || !errors.Is(res[0].Err, errBadToken) {
+		t.Errorf("AcquireFenced with a negative counter: %+v, want errBadToken", res[0])
+	}
+	// The connection is fine after all this.
+	mustDo(t, tr, []transport.Op{acq("c", "v", time.Minute)}, true)
+	if n := tr.connects.Load(); n != 1 {
+		t.Errorf("%d connections made, want 1", n)
+	}
+}
+
+func TestMultiOnTheWire(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	tr := dial(t, Config{Addr: s.Addr})
+	mustDo(t, tr, []transport.Op{multi(transport.Acquire, "v", 30*time.Second, "a", "b", "c")}, true)
+	for _, k := range []string{"a", "b", "c"} {
+		if v, _ := s.Get(t, k); v != "v" {
+			t.Errorf("GET %s = %q", k, v)
+		}
+		if ms := s.PTTL(t, k); ms <= 29_000 || ms > 30_000 {
+			t.Errorf("PTTL %s = %d, want about 30000", k, ms)
+		}
+	}
+	// A key of another type counts as existing for Acquire, and makes
+	// Release and Extend fail with the error Redis gives.
+	s.Do(t, nil, "HSET", "hash", "f", "v")
+	res, err := do(tr,
+		multi(transport.Acquire, "v", time.Minute, "d", "hash"),
+		multi(transport.Extend, "v", time.Minute, "a", "hash"),
+		multi(transport.Release, "v", 0, "hash", "a"),
+		acq("d", "v", time.Minute),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].OK || res[0].Err != nil || res[1].OK || res[1].Err == nil || res[2].OK || res[2].Err == nil || !res[3].OK {
+		t.Errorf("multi ops over a hash: %+v", res)
+	}
+	// A one-key multi op is the single-key op, plain SET included.
+	mustDo(t, tr, []transport.Op{multi(transport.Acquire, "v", time.Minute, "one"), multi(transport.Release, "v", 0, "one")}, true, true)
+	// Our SHA1s are what Redis computes for the scripts.
+	for _, sc := range scripts {
+		var sha string
+		s.Do(t, &sha, "SCRIPT", "LOAD", sc.src)
+		if sha != sc.sha {
+			t.Errorf("sha %s, redis says %s", sc.sha, sha)
+		}
+	}
+}
+
+// TestEpoch: the epoch counts connections, and a batch served by a new
+// connection is followed by a new epoch, whose ServerInfo is the new
+// process's.
+func TestEpoch(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	s.Kill()
+	tr, err := New(Config{Addr: s.Addr, ReconnectInitial: 5 * time.Millisecond, ReconnectMax: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	time.Sleep(20 * time.Millisecond)
+	if e := tr.Epoch(); e != 0 {
+		t.Errorf("Epoch before any connection = %d, want 0", e)
+	}
+	s.Restart(t)
+	eventually(t, 5*time.Second, func() error {
+		_, err := do(tr, acq("k", "v", time.Hour))
+		return err
+	})
+	e1 := tr.Epoch()
+	if e1 == 0 {
+		t.Fatal("Epoch is still 0 after a batch succeeded")
+	}
+	info1, err := tr.ServerInfo(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		mustDo(t, tr, []transport.Op{acq("k", "w", time.Hour)}, false)
+		if _, err := tr.ServerInfo(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if e := tr.Epoch(); e != e1 {
+			t.Fatalf("epoch moved from %d to %d without a reconnect", e1, e)
+		}
+	}
+
+	s.Kill()
+	s.Restart(t)
+	// Every batch that gets through after the restart ran on a new
+	// connection, so it must read a new epoch after Do: it finds k gone.
+	eventually(t, 5*time.Second, func() error {
+		res, err := do(tr, acq("k", "v2", time.Hour))
+		if err != nil {
+			return err
+		}
+		if e := tr.Epoch(); e == e1 {
+			t.Fatalf("a batch succeeded after the restart (OK=%v: k forgotten) but the epoch is still %d", res[0].OK, e)
+		}
+		if !res[0].OK {
+			t.Errorf("k survived a restart without persistence")
+		}
+		return nil
+	})
+	e2 := tr.Epoch()
+	info2, err := tr.ServerInfo(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info2.RunID == info1.RunID {
+		t.Errorf("ServerInfo after epoch %d (was %d) still shows run id %s", e2, e1, info1.RunID)
+	}
+	if e := tr.Epoch(); e != e2 || e2 != e1+1 {
+		t.Errorf("epochs %d, %d, %d: want one step per reconnect", e1, e2, e)
+	}
+	if got := uint64(tr.connects.Load()); got != e2 {
+		t.Errorf("epoch %d after %d connections", e2, got)
 	}
 }
 

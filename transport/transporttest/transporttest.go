@@ -18,12 +18,20 @@
 // master. The suite closes every client it gets. It writes only keys under a
 // random "transporttest:<hex>:" prefix per subtest, each with a ttl of at most
 // 10s, so it can share a real redis-server that holds other data, and it leaves
-// nothing behind for longer than that.
+// no lock key behind for longer than that.
+//
+// Fencing counters are the exception: they never expire, and no op deletes
+// them, so the fenced, errors, order and concurrent-do subtests leave up to
+// about 190 counters behind on every run (on Redis, keys named
+// transport.FenceKey("transporttest:<hex>:...")). Each is a small integer;
+// delete them with redis-cli --scan --pattern 'redlock-fence:transporttest:*'
+// if they bother you.
 //
 // The suite measures ttls on the wall against the master's expiry, with
 // margins of 100ms or more, so a master farther away than that (or a badly
-// overloaded test machine) will see the extend and expiry subtests fail.
-// It takes about half a second, most of it waiting for keys to expire.
+// overloaded test machine) will see the extend, expiry, fenced and multi
+// subtests fail. It takes about a second, most of it waiting for keys to
+// expire.
 package transporttest
 
 import (
@@ -59,6 +67,8 @@ func Run(t *testing.T, newClient func(t *testing.T) transport.Transport) {
 		{"release", testRelease},
 		{"extend", testExtend},
 		{"expiry", testExpiry},
+		{"fenced", testFenced},
+		{"multi", testMulti},
 		{"order", testOrder},
 		{"concurrent-do", testConcurrentDo},
 		{"errors", testErrors},
@@ -105,7 +115,26 @@ func ext(key, value string, ttl time.Duration) transport.Op {
 	return transport.Op{Kind: transport.Extend, Key: key, Value: value, TTL: ttl}
 }
 
+func fenced(key, value string, ttl time.Duration) transport.Op {
+	return transport.Op{Kind: transport.AcquireFenced, Key: key, Value: value, TTL: ttl}
+}
+
+func raise(key string, token int64) transport.Op {
+	return transport.Op{Kind: transport.RaiseFence, Key: key, Token: token}
+}
+
+// multi returns the multi-key op of kind over keys (Key is keys[0]).
+func multi(kind transport.OpKind, keys []string, value string, ttl time.Duration) transport.Op {
+	return transport.Op{Kind: kind, Key: keys[0], Keys: keys, Value: value, TTL: ttl}
+}
+
 func describe(op transport.Op) string {
+	switch {
+	case op.Kind == transport.RaiseFence:
+		return fmt.Sprintf("%s(key=%q token=%d)", op.Kind, op.Key, op.Token)
+	case len(op.Keys) > 0:
+		return fmt.Sprintf("%s(keys=%q value=%q ttl=%v)", op.Kind, op.Keys, op.Value, op.TTL)
+	}
 	return fmt.Sprintf("%s(key=%q value=%q ttl=%v)", op.Kind, op.Key, op.Value, op.TTL)
 }
 
@@ -245,6 +274,176 @@ func testExpiry(t *testing.T, s *suite) {
 	)
 }
 
+// testFenced checks AcquireFenced and RaiseFence: the counter grows by one
+// with every grant and only then, RaiseFence never lowers it, and the counter
+// outlives the lock.
+func testFenced(t *testing.T, s *suite) {
+	ks := keyspace(t)
+	k, raised, short := ks("k"), ks("raised"), ks("short")
+	c, other := s.client(t), s.client(t)
+
+	// grant runs one AcquireFenced that must set the key, and returns its
+	// token; deny one that must find the key held.
+	grant := func(cl transport.Transport, key, value string, ttl time.Duration) int64 {
+		t.Helper()
+		op := fenced(key, value, ttl)
+		r := do(t, cl, op)[0]
+		if r.Err != nil || !r.OK || r.Token < 1 {
+			t.Fatalf("%s: OK=%v Token=%d Err=%v, want OK=true, Token>=1, Err=nil", describe(op), r.OK, r.Token, r.Err)
+		}
+		return r.Token
+	}
+	deny := func(cl transport.Transport, key, value string) {
+		t.Helper()
+		op := fenced(key, value, hold)
+		if r := do(t, cl, op)[0]; r.Err != nil || r.OK || r.Token != 0 {
+			t.Errorf("%s on a held key: OK=%v Token=%d Err=%v, want OK=false, Token=0, Err=nil", describe(op), r.OK, r.Token, r.Err)
+		}
+	}
+	wantToken := func(what string, got, want int64) {
+		t.Helper()
+		if got != want {
+			t.Errorf("%s: Token=%d, want %d", what, got, want)
+		}
+	}
+
+	t1 := grant(c, k, "v1", hold)
+	// A fenced lock is a lock like any other: both kinds of Acquire, from
+	// either client, find it held, and its value releases and extends it.
+	deny(other, k, "v2")
+	deny(c, k, "v1")
+	expect(t, other,
+		step{acq(k, "v2", hold), false},
+		step{ext(k, "v2", hold), false},
+		step{ext(k, "v1", hold), true},
+		step{rel(k, "v2"), false},
+		step{rel(k, "v1"), true},
+	)
+	// The denied AcquireFenceds left the counter alone.
+	wantToken("the grant after two denied ones", grant(other, k, "v3", hold), t1+1)
+	// RaiseFence leaves the lock alone.
+	expect(t, c,
+		step{raise(k, t1+10), true},
+		step{acq(k, "v4", hold), false},
+		step{rel(k, "v3"), true},
+	)
+	wantToken("the grant after RaiseFence(t1+10)", grant(c, k, "v5", hold), t1+11)
+	// A RaiseFence to a lower or equal token keeps the counter, and a plain
+	// Acquire does not count.
+	expect(t, c,
+		step{rel(k, "v5"), true},
+		step{raise(k, t1+11), true},
+		step{raise(k, 1), true},
+		step{acq(k, "v6", hold), true},
+		step{rel(k, "v6"), true},
+	)
+	wantToken("the grant after lower RaiseFences and a plain Acquire", grant(c, k, "v7", hold), t1+12)
+	expect(t, c, step{rel(k, "v7"), true})
+
+	// Within a batch, grants count in slice order.
+	ops := []transport.Op{fenced(k, "b1", hold), rel(k, "b1"), fenced(k, "b2", hold), fenced(k, "b3", hold), rel(k, "b2")}
+	want := []struct {
+		ok    bool
+		token int64
+	}{{true, t1 + 13}, {true, 0}, {true, t1 + 14}, {false, 0}, {true, 0}}
+	for i, r := range do(t, c, ops...) {
+		if r.Err != nil || r.OK != want[i].ok || (ops[i].Kind == transport.AcquireFenced && r.Token != want[i].token) {
+			t.Errorf("op %d %s: OK=%v Token=%d Err=%v, want OK=%v Token=%d", i, describe(ops[i]), r.OK, r.Token, r.Err, want[i].ok, want[i].token)
+		}
+	}
+
+	// RaiseFence of a key that never had a counter creates it.
+	expect(t, other, step{raise(raised, 5), true})
+	wantToken("the first grant after RaiseFence(5) of a new key", grant(c, raised, "v", hold), 6)
+	expect(t, c, step{rel(raised, "v"), true})
+
+	// The lock expires with its ttl; the counter does not.
+	ts := grant(c, short, "v", 50*time.Millisecond)
+	time.Sleep(150 * time.Millisecond)
+	expect(t, c, step{acq(short, "other", hold), true}, step{rel(short, "other"), true})
+	wantToken("the grant after the previous fenced lock expired", grant(c, short, "w", hold), ts+1)
+	expect(t, c, step{rel(short, "w"), true})
+}
+
+// testMulti checks the atomic multi-key forms of Acquire, Release and
+// Extend: all or nothing for Acquire and Extend, each key on its own for
+// Release.
+func testMulti(t *testing.T, s *suite) {
+	ks := keyspace(t)
+	a, b, c, d, e, f, g, h := ks("a"), ks("b"), ks("c"), ks("d"), ks("e"), ks("f"), ks("g"), ks("h")
+	abc := []string{a, b, c}
+	cl, other := s.client(t), s.client(t)
+	short := 150 * time.Millisecond
+
+	start := time.Now()
+	expect(t, cl,
+		step{multi(transport.Acquire, abc, "v", short), true},
+		step{multi(transport.Acquire, []string{d, c}, "w", hold), false}, // c is held
+		step{multi(transport.Acquire, abc, "v", hold), false},            // not re-entrant
+		step{multi(transport.Acquire, []string{e, f}, "v", short), true},
+		step{multi(transport.Acquire, []string{g, h}, "v", hold), true},
+	)
+	// The failed Acquire set nothing, not even the free d; the successful
+	// ones set every key.
+	expect(t, other,
+		step{acq(d, "w", hold), true},
+		step{rel(d, "w"), true},
+		step{acq(a, "x", hold), false},
+		step{acq(b, "x", hold), false},
+		step{acq(c, "x", hold), false},
+		step{acq(e, "x", hold), false},
+		step{acq(f, "x", hold), false},
+	)
+	expect(t, cl,
+		step{multi(transport.Extend, abc, "other", hold), false},
+		step{multi(transport.Extend, abc, "v", 2*time.Second), true},
+		step{multi(transport.Extend, []string{e, f}, "other", hold), false},
+		step{rel(f, "v"), true},
+		// f is gone, so these extend nothing: not e, whichever place the
+		// missing key has, and they do not re-create f.
+		step{multi(transport.Extend, []string{e, f}, "v", hold), false},
+		step{multi(transport.Extend, []string{f, e}, "v", hold), false},
+	)
+	expect(t, other, step{acq(f, "probe", hold), true}, step{rel(f, "probe"), true})
+	// A Release with the wrong value deletes nothing; with the right one,
+	// everything.
+	expect(t, cl,
+		step{multi(transport.Release, []string{g, h}, "other", 0), false},
+		step{acq(g, "x", hold), false},
+		step{acq(h, "x", hold), false},
+		step{multi(transport.Release, []string{g, h}, "v", 0), true},
+		step{acq(g, "x", hold), true},
+		step{acq(h, "x", hold), true},
+		step{rel(g, "x"), true},
+		step{rel(h, "x"), true},
+	)
+
+	time.Sleep(2*short - time.Since(start))
+	expect(t, other,
+		// The successful Extend covered every key: all outlived 150ms.
+		step{acq(a, "x", hold), false},
+		step{acq(b, "x", hold), false},
+		step{acq(c, "x", hold), false},
+		// The failed ones extended nothing: e expired after 150ms.
+		step{acq(e, "x", hold), true},
+		step{rel(e, "x"), true},
+	)
+
+	expect(t, cl,
+		step{rel(b, "v"), true},
+		step{multi(transport.Extend, abc, "v", hold), false},
+	)
+	expect(t, other, step{acq(b, "probe", hold), true}, step{rel(b, "probe"), true}) // not re-created
+	// Release is per key: not OK, since b is gone, but a and c are deleted.
+	expect(t, cl, step{multi(transport.Release, abc, "v", 0), false})
+	expect(t, other,
+		step{acq(a, "x", hold), true},
+		step{acq(c, "x", hold), true},
+		step{rel(a, "x"), true},
+		step{rel(c, "x"), true},
+	)
+}
+
 func testOrder(t *testing.T, s *suite) {
 	c := s.client(t)
 	t.Run("fixed", func(t *testing.T) {
@@ -267,11 +466,11 @@ func testOrder(t *testing.T, s *suite) {
 		for i := range keys {
 			keys[i] = ks(fmt.Sprint(i))
 		}
-		m := model{}
+		m := newModel()
 		ops := randomOps(rng, keys, 1000)
 		for i, r := range do(t, c, ops...) {
-			if want := m.apply(ops[i]); r.Err != nil || r.OK != want {
-				t.Fatalf("op %d %s: OK=%v Err=%v, want OK=%v Err=nil (seed %d)", i, describe(ops[i]), r.OK, r.Err, want, seed)
+			if err := m.check(ops[i], r); err != nil {
+				t.Fatalf("op %d %s: %v (seed %d)", i, describe(ops[i]), err, seed)
 			}
 		}
 		expect(t, c, m.verify(keys)...)
@@ -294,7 +493,7 @@ func testConcurrentDo(t *testing.T, s *suite) {
 			}
 			// Batches differ from worker to worker and round to round, so
 			// results delivered to the wrong caller would not match.
-			m := model{}
+			m := newModel()
 			for r := range rounds {
 				ops := randomOps(rng, keys, batch)
 				res := make([]transport.Result, len(ops))
@@ -303,9 +502,8 @@ func testConcurrentDo(t *testing.T, s *suite) {
 					return
 				}
 				for i, got := range res {
-					if want := m.apply(ops[i]); got.Err != nil || got.OK != want {
-						t.Errorf("worker %d round %d op %d %s: OK=%v Err=%v, want OK=%v Err=nil",
-							w, r, i, describe(ops[i]), got.OK, got.Err, want)
+					if err := m.check(ops[i], got); err != nil {
+						t.Errorf("worker %d round %d op %d %s: %v", w, r, i, describe(ops[i]), err)
 						return
 					}
 				}
@@ -319,7 +517,7 @@ func testErrors(t *testing.T, s *suite) {
 	c := s.client(t)
 	t.Run("invalid ops", func(t *testing.T) {
 		ks := keyspace(t)
-		k, valid, after := ks("k"), ks("valid"), ks("after")
+		k, k2, valid, raised, after := ks("k"), ks("k2"), ks("valid"), ks("raised"), ks("after")
 		invalid := []struct {
 			name string
 			op   transport.Op
@@ -335,14 +533,32 @@ func testErrors(t *testing.T, s *suite) {
 			{"release empty value", rel(k, "")},
 			{"extend empty value", ext(k, "", hold)},
 			{"extend ttl 1us", ext(k, "v", time.Microsecond)},
+			{"acquire-fenced empty key", fenced("", "v", hold)},
+			{"acquire-fenced empty value", fenced(k, "", hold)},
+			{"acquire-fenced ttl 0", fenced(k, "v", 0)},
+			{"acquire-fenced ttl 1500us", fenced(k, "v", 1500*time.Microsecond)},
+			{"acquire-fenced with Keys", transport.Op{Kind: transport.AcquireFenced, Key: k, Keys: []string{k}, Value: "v", TTL: hold}},
+			{"raise-fence token 0", raise(k, 0)},
+			{"raise-fence negative token", raise(k, -1)},
+			{"raise-fence empty key", raise("", 1)},
+			{"raise-fence with Keys", transport.Op{Kind: transport.RaiseFence, Key: k, Keys: []string{k}, Token: 1}},
+			{"multi acquire Key is not Keys[0]", transport.Op{Kind: transport.Acquire, Key: k, Keys: []string{k2, k}, Value: "v", TTL: hold}},
+			{"multi acquire empty Key", transport.Op{Kind: transport.Acquire, Keys: []string{k, k2}, Value: "v", TTL: hold}},
+			{"multi acquire empty key among Keys", multi(transport.Acquire, []string{k, "", k2}, "v", hold)},
+			{"multi acquire ttl 0", multi(transport.Acquire, []string{k, k2}, "v", 0)},
+			{"multi release Key is not Keys[0]", transport.Op{Kind: transport.Release, Key: k, Keys: []string{k2}, Value: "v"}},
+			{"multi release empty value", multi(transport.Release, []string{k, k2}, "", 0)},
+			{"multi extend empty value", multi(transport.Extend, []string{k, k2}, "", hold)},
 		}
 		// Valid ops around the invalid ones must be applied normally; the
-		// final Acquire of k shows that no invalid op touched k.
+		// final Acquires of k and k2 show that no invalid op touched them.
+		// RaiseFence takes no value: an empty one is valid.
 		ops := []transport.Op{acq(valid, "v", hold)}
 		for _, in := range invalid {
 			ops = append(ops, in.op)
 		}
-		ops = append(ops, rel(valid, "v"), acq(k, "w", hold), rel(k, "w"), acq(after, "v", hold))
+		ops = append(ops, rel(valid, "v"), acq(k, "w", hold), rel(k, "w"), acq(k2, "w", hold), rel(k2, "w"),
+			raise(raised, 1), fenced(raised, "v", hold), rel(raised, "v"), acq(after, "v", hold))
 		res := do(t, c, ops...)
 		for i, in := range invalid {
 			if r := res[1+i]; r.OK || !errors.Is(r.Err, transport.ErrInvalidOp) {
@@ -448,6 +664,39 @@ func testOptional(t *testing.T, s *suite) {
 			t.Errorf("two clients of one master report run ids %q and %q, want the same", info.RunID, info2.RunID)
 		}
 	})
+	t.Run("Epocher", func(t *testing.T) {
+		ep, ok := c.(transport.Epocher)
+		if !ok {
+			t.Skip("client does not implement transport.Epocher")
+		}
+		ep2, ok := other.(transport.Epocher)
+		if !ok {
+			t.Fatal("one client implements transport.Epocher, another does not")
+		}
+		// Restarts are for each transport's own tests to provoke; here the
+		// master keeps running, so the epoch must not move, whatever the
+		// clients do.
+		e, e2 := ep.Epoch(), ep2.Epoch()
+		k := keyspace(t)("k")
+		for i := range 5 {
+			expect(t, c, step{acq(k, "v", hold), true}, step{ext(k, "v", hold), true})
+			expect(t, other, step{acq(k, "w", hold), false}, step{rel(k, "v"), true})
+			if ir, ok := c.(transport.InfoReporter); ok {
+				if _, err := ir.ServerInfo(t.Context()); err != nil {
+					t.Fatalf("ServerInfo: %v", err)
+				}
+			}
+			if p, ok := c.(transport.Pinger); ok {
+				if err := p.Ping(t.Context()); err != nil {
+					t.Fatalf("Ping: %v", err)
+				}
+			}
+			if got, got2 := ep.Epoch(), ep2.Epoch(); got != e || got2 != e2 {
+				t.Fatalf("round %d: epochs went from %d and %d to %d and %d on a master that did not restart, want them unchanged",
+					i, e, e2, got, got2)
+			}
+		}
+	})
 	t.Run("Pinger", func(t *testing.T) {
 		p, ok := c.(transport.Pinger)
 		if !ok {
@@ -469,27 +718,89 @@ func testOptional(t *testing.T, s *suite) {
 }
 
 // model is the sequential reference for a master whose keys never expire
-// within a test: key -> value held.
-type model map[string]string
+// within a test, and whose fencing counters start at 0.
+type model struct {
+	held  map[string]string // key -> value held
+	fence map[string]int64  // key -> fencing counter
+}
 
-func (m model) apply(op transport.Op) bool {
-	v, held := m[op.Key]
+func newModel() model { return model{held: map[string]string{}, fence: map[string]int64{}} }
+
+// apply applies a valid op and returns the OK and Token the master must
+// answer.
+func (m model) apply(op transport.Op) (bool, int64) {
+	if len(op.Keys) > 1 {
+		return m.applyMulti(op), 0
+	}
+	v, held := m.held[op.Key]
 	switch op.Kind {
 	case transport.Acquire:
 		if held {
-			return false
+			return false, 0
 		}
-		m[op.Key] = op.Value
-		return true
+		m.held[op.Key] = op.Value
+		return true, 0
 	case transport.Release:
 		if held && v == op.Value {
-			delete(m, op.Key)
-			return true
+			delete(m.held, op.Key)
+			return true, 0
 		}
 	case transport.Extend:
-		return held && v == op.Value
+		return held && v == op.Value, 0
+	case transport.AcquireFenced:
+		if held {
+			return false, 0
+		}
+		m.held[op.Key] = op.Value
+		m.fence[op.Key]++
+		return true, m.fence[op.Key]
+	case transport.RaiseFence:
+		m.fence[op.Key] = max(m.fence[op.Key], op.Token)
+		return true, 0
+	}
+	return false, 0
+}
+
+func (m model) applyMulti(op transport.Op) bool {
+	switch op.Kind {
+	case transport.Acquire:
+		for _, k := range op.Keys {
+			if _, held := m.held[k]; held {
+				return false
+			}
+		}
+		for _, k := range op.Keys {
+			m.held[k] = op.Value
+		}
+		return true
+	case transport.Release:
+		deleted := 0
+		for _, k := range op.Keys {
+			if v, held := m.held[k]; held && v == op.Value {
+				delete(m.held, k)
+				deleted++
+			}
+		}
+		return deleted == len(op.Keys)
+	case transport.Extend:
+		for _, k := range op.Keys {
+			if v, held := m.held[k]; !held || v != op.Value {
+				return false
+			}
+		}
+		return true
 	}
 	return false
+}
+
+// check applies op to m and says how r differs from what the master must
+// have answered, if it does.
+func (m model) check(op transport.Op, r transport.Result) error {
+	ok, token := m.apply(op)
+	if r.Err != nil || r.OK != ok || (op.Kind == transport.AcquireFenced && r.Token != token) {
+		return fmt.Errorf("OK=%v Token=%d Err=%v, want OK=%v Token=%d Err=nil", r.OK, r.Token, r.Err, ok, token)
+	}
+	return nil
 }
 
 // verify returns steps that pass only if the master holds exactly what m
@@ -497,7 +808,7 @@ func (m model) apply(op transport.Op) bool {
 func (m model) verify(keys []string) []step {
 	var steps []step
 	for _, k := range keys {
-		if v, held := m[k]; held {
+		if v, held := m.held[k]; held {
 			steps = append(steps, step{acq(k, "probe", hold), false}, step{rel(k, v), true})
 		} else {
 			steps = append(steps, step{acq(k, "probe", hold), true}, step{rel(k, "probe"), true})
@@ -508,18 +819,32 @@ func (m model) verify(keys []string) []step {
 
 // randomOps returns n ops over keys with few distinct values, so that
 // acquires collide, and releases and extends hit both the holder and others.
+// Three in four are single-key Acquire, Release and Extend; the rest are
+// fenced ops and multi-key ops over two or three distinct keys.
 func randomOps(rng *mrand.Rand, keys []string, n int) []transport.Op {
 	values := [...]string{"a", "b", "c"}
 	ops := make([]transport.Op, n)
 	for i := range ops {
 		k, v := keys[rng.IntN(len(keys))], values[rng.IntN(len(values))]
-		switch rng.IntN(3) {
-		case 0:
+		switch r := rng.IntN(12); {
+		case r < 3:
 			ops[i] = acq(k, v, hold)
-		case 1:
+		case r < 6:
 			ops[i] = rel(k, v)
-		default:
+		case r < 9:
 			ops[i] = ext(k, v, hold)
+		case r == 9:
+			ops[i] = fenced(k, v, hold)
+		case r == 10:
+			ops[i] = raise(k, int64(1+rng.IntN(6)))
+		default:
+			perm := rng.Perm(len(keys))[:min(2+rng.IntN(2), len(keys))]
+			mk := make([]string, len(perm))
+			for j, p := range perm {
+				mk[j] = keys[p]
+			}
+			kind := [...]transport.OpKind{transport.Acquire, transport.Release, transport.Extend}[rng.IntN(3)]
+			ops[i] = multi(kind, mk, v, hold)
 		}
 	}
 	return ops

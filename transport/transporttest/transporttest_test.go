@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -120,6 +121,84 @@ var mutants = []struct {
 	{"run id per client", "optional", func(m *memory.Master, c transport.Transport) transport.Transport {
 		return runIDPerClient{c, fmt.Sprint("run-", clients.Add(1))}
 	}},
+
+	// Fencing. The memory master's counters are only reachable through its
+	// ops, so the mutants that need a counter to misbehave keep their own
+	// (fakeFences); "sound fake fences" shows that the fake alone passes.
+	{"fenced acquire does not count", "fenced", perOp(func(m *memory.Master, c transport.Transport, op transport.Op) transport.Result {
+		if op.Kind != transport.AcquireFenced {
+			return one(c, op)
+		}
+		op.Kind = transport.Acquire
+		r := one(c, op)
+		if r.OK {
+			r.Token = 1
+		}
+		return r
+	})},
+	{"fenced acquire counts denials", "fenced", perOp(func(m *memory.Master, c transport.Transport, op transport.Op) transport.Result {
+		r := one(c, op)
+		if op.Kind == transport.AcquireFenced && !r.OK {
+			one(c, transport.Op{Kind: transport.RaiseFence, Key: op.Key, Token: m.Fence(op.Key) + 1})
+		}
+		return r
+	})},
+	{"denied fenced acquire reports a token", "fenced", perOp(func(m *memory.Master, c transport.Transport, op transport.Op) transport.Result {
+		r := one(c, op)
+		if op.Kind == transport.AcquireFenced && !r.OK {
+			r.Token = m.Fence(op.Key)
+		}
+		return r
+	})},
+	{"sound fake fences", "", fakeFences(fakeFence{raise: raiseToMax})},
+	{"raise fence lowers", "fenced", fakeFences(fakeFence{raise: func(cur, token int64) int64 { return token }})},
+	{"raise fence ignored", "fenced", fakeFences(fakeFence{raise: func(cur, token int64) int64 { return cur }})},
+	{"fence counter expires with the lock", "fenced", fakeFences(fakeFence{raise: raiseToMax, expireWithLock: true})},
+
+	// Multi-key ops, each built from single-key ones the way a transport
+	// without one atomic step might.
+	{"multi acquire sets the free keys", "multi", perMulti(transport.Acquire, func(c transport.Transport, op transport.Op) transport.Result {
+		ok := true
+		for _, k := range op.Keys {
+			ok = one(c, transport.Op{Kind: transport.Acquire, Key: k, Value: op.Value, TTL: op.TTL}).OK && ok
+		}
+		return transport.Result{OK: ok}
+	})},
+	{"multi extend re-creates missing keys", "multi", perMulti(transport.Extend, func(c transport.Transport, op transport.Op) transport.Result {
+		for _, k := range op.Keys {
+			one(c, transport.Op{Kind: transport.Acquire, Key: k, Value: op.Value, TTL: op.TTL})
+		}
+		return one(c, op)
+	})},
+	{"multi extend extends the keys it can", "multi", perMulti(transport.Extend, func(c transport.Transport, op transport.Op) transport.Result {
+		ok := true
+		for _, k := range op.Keys {
+			ok = one(c, transport.Op{Kind: transport.Extend, Key: k, Value: op.Value, TTL: op.TTL}).OK && ok
+		}
+		return transport.Result{OK: ok}
+	})},
+	{"multi release all or nothing", "multi", perMulti(transport.Release, func(c transport.Transport, op transport.Op) transport.Result {
+		// Extend with a long ttl succeeds exactly when every key is ours.
+		if !one(c, transport.Op{Kind: transport.Extend, Key: op.Key, Keys: op.Keys, Value: op.Value, TTL: time.Minute}).OK {
+			return transport.Result{}
+		}
+		return one(c, op)
+	})},
+	{"multi release reports any deletion", "multi", perMulti(transport.Release, func(c transport.Transport, op transport.Op) transport.Result {
+		ok := false
+		for _, k := range op.Keys {
+			ok = one(c, transport.Op{Kind: transport.Release, Key: k, Value: op.Value}).OK || ok
+		}
+		return transport.Result{OK: ok}
+	})},
+	{"multi ops on the first key only", "multi", perOp(func(m *memory.Master, c transport.Transport, op transport.Op) transport.Result {
+		op.Keys = nil
+		return one(c, op)
+	})},
+
+	{"epoch moves without a restart", "optional", func(m *memory.Master, c transport.Transport) transport.Transport {
+		return epochPerCall{c}
+	}},
 }
 
 var clients atomic.Int64
@@ -192,6 +271,66 @@ func perOp(f func(m *memory.Master, c transport.Transport, op transport.Op) tran
 	}
 }
 
+// perMulti replaces a client's multi-key ops of kind by f.
+func perMulti(kind transport.OpKind, f func(c transport.Transport, op transport.Op) transport.Result) func(*memory.Master, transport.Transport) transport.Transport {
+	return perOp(func(m *memory.Master, c transport.Transport, op transport.Op) transport.Result {
+		if op.Kind == kind && len(op.Keys) > 1 {
+			return f(c, op)
+		}
+		return one(c, op)
+	})
+}
+
+// fakeFence is a fencing counter kept beside the memory master: raise gives
+// the counter RaiseFence leaves (max is right), and expireWithLock makes a
+// counter vanish when the lock it was last counted for expires.
+type fakeFence struct {
+	raise          func(cur, token int64) int64
+	expireWithLock bool
+}
+
+// fakeFences runs fenced ops as plain ones on the master and keeps the
+// counters itself; one per child process, so one per master.
+func fakeFences(ff fakeFence) func(*memory.Master, transport.Transport) transport.Transport {
+	type counter struct {
+		n       int64
+		expires time.Time // zero: never
+	}
+	var (
+		mu       sync.Mutex
+		counters = map[string]counter{}
+	)
+	get := func(k string) int64 {
+		ct := counters[k]
+		if !ct.expires.IsZero() && time.Now().After(ct.expires) {
+			return 0
+		}
+		return ct.n
+	}
+	return perOp(func(m *memory.Master, c transport.Transport, op transport.Op) transport.Result {
+		mu.Lock()
+		defer mu.Unlock()
+		switch op.Kind {
+		case transport.AcquireFenced:
+			op.Kind = transport.Acquire
+			r := one(c, op)
+			if r.OK {
+				ct := counter{n: get(op.Key) + 1}
+				if ff.expireWithLock {
+					ct.expires = time.Now().Add(op.TTL)
+				}
+				counters[op.Key] = ct
+				r.Token = ct.n
+			}
+			return r
+		case transport.RaiseFence:
+			counters[op.Key] = counter{n: ff.raise(get(op.Key), op.Token)}
+			return transport.Result{OK: true}
+		}
+		return one(c, op)
+	})
+}
+
 func one(c transport.Transport, op transport.Op) transport.Result {
 	res := make([]transport.Result, 1)
 	_ = c.Do(context.Background(), []transport.Op{op}, res)
@@ -210,3 +349,12 @@ type runIDPerClient struct {
 func (r runIDPerClient) ServerInfo(context.Context) (transport.ServerInfo, error) {
 	return transport.ServerInfo{RunID: r.id}, nil
 }
+
+// epochPerCall is an Epocher whose epoch moves on every read.
+type epochPerCall struct{ transport.Transport }
+
+var epochs atomic.Uint64
+
+func (epochPerCall) Epoch() uint64 { return epochs.Add(1) }
+
+func raiseToMax(cur, token int64) int64 { return max(cur, token) }
