@@ -315,10 +315,10 @@ func (e *Engine) acquire(ctx context.Context, op, key string, keys []string, opt
 // lockOptions applies per-call options over the engine's, refusing the ones
 // that only make sense for the whole engine.
 func (e *Engine) lockOptions(opts []api.Option) (api.Options, error) {
-	o := e.opts
 	if len(opts) == 0 {
-		return o, nil
+		return e.opts, nil // before o is taken, whose address escapes below
 	}
+	o := e.opts
 	for _, opt := range opts {
 		if opt == nil {
 			continue
