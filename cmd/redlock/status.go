@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/transport/redis"
+)
+
+func init() { register(newStatusCmd) }
+
+// statusOptions configures status; see the flags for what each means.
+type statusOptions struct {
+	Nodes      []string
+	JSON       bool
+	Quarantine time.Duration // 0: off
+	Timeout    time.Duration // per master: connect, PING and INFO
+}
+
+func defaultStatusOptions() statusOptions {
+	return statusOptions{Quarantine: api.DefaultOptions().TTL, Timeout: 2 * time.Second}
+}
+
+func newStatusCmd() *cobra.Command {
+	o := defaultStatusOptions()
+	var nodes string
+	cmd := &cobra.Command{
+		Use:   "status [flags]",
+		Short: "Show each master's health and whether a quorum can grant locks",
+		Long: `status connects to every master (--nodes or ` + nodesEnv + `) at once and shows one
+row per master: whether it answers, the round-trip time of a PING, its run_id and
+uptime, and whether it is in restart quarantine (up for less than --quarantine,
+so it does not vote yet: it may have forgotten locks when it restarted). Then
+whether the quorum is healthy: at least N/2+1 masters answer and are out of
+quarantine, so locks can be granted.
+
+--quarantine should be what the lock takers use: their largest --ttl (10s by
+default), or their --quarantine.
+
+Exit status: 0 when the quorum is healthy, 1 when it is not, 2 on a usage or
+setup error.`,
+		Example: `  redlock status --nodes 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379,10.0.0.4:6379,10.0.0.5:6379
+
+  # the masters from the environment, as one JSON object
+  REDLOCK_NODES=redis://:secret@r1:6379,r2:6379,r3:6379 redlock status --json
+
+  # in a script: wait until locks with a 1m TTL can be taken
+  until redlock status --quarantine 1m >/dev/null; do sleep 5; done`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unexpected argument %q: status takes only flags", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case cmd.Flags().Changed("nodes"):
+				o.Nodes = splitNodes(nodes)
+			case strings.TrimSpace(os.Getenv(nodesEnv)) != "":
+				o.Nodes = splitNodes(os.Getenv(nodesEnv))
+			}
+			if err := o.validate(); err != nil {
+				return usageErr(err)
+			}
+			return status(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&nodes, "nodes", "", "comma-separated Redis masters (host:port, redis://[user:pass@]host:port[/db], rediss://...); default $"+nodesEnv)
+	f.BoolVar(&o.JSON, "json", false, "print one JSON object instead of the table")
+	f.DurationVar(&o.Quarantine, "quarantine", o.Quarantine, "restart quarantine: a master up for less does not vote; 0 for none")
+	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long each master may take to connect and answer")
+	f.SortFlags = false
+	return cmd
+}
+
+func (o *statusOptions) validate() error {
+	switch {
+	case len(o.Nodes) == 0:
+		return errors.New("no masters: give --nodes or set " + nodesEnv)
+	case len(o.Nodes) > api.MaxMasters:
+		return fmt.Errorf("%d masters: at most %d", len(o.Nodes), api.MaxMasters)
+	case o.Quarantine < 0:
+		return fmt.Errorf("--quarantine %v: want 0 (none) or more", o.Quarantine)
+	case o.Timeout <= 0:
+		return fmt.Errorf("--timeout %v: want a positive duration", o.Timeout)
+	}
+	seen := make(map[string]int, len(o.Nodes))
+	for i, addr := range o.Nodes {
+		cfg, err := redis.ParseAddr(addr)
+		if err != nil {
+			return fmt.Errorf("master %d: %w", i+1, err)
+		}
+		id := strings.ToLower(cfg.Addr)
+		if j, dup := seen[id]; dup {
+			return fmt.Errorf("masters %d and %d are both %s: list each master once", j+1, i+1, id)
+		}
+		seen[id] = i
+	}
+	return nil
+}
+
+// statusReport is what status finds, as --json prints it.
+type statusReport struct {
+	Masters []masterStatus `json:"masters"`
+	Quorum  int            `json:"quorum"`  // masters needed: N/2+1
+	Healthy bool           `json:"healthy"` // at least Quorum masters can vote
+
+	voters int
+}
+
+type masterStatus struct {
+	Addr        string  `json:"addr"`
+	Reachable   bool    `json:"reachable"`
+	RTTMS       float64 `json:"rtt_ms"`
+	RunID       string  `json:"run_id"`
+	UptimeS     int64   `json:"uptime_s"`
+	Quarantined bool    `json:"quarantined"`
+	Error       string  `json:"error"`
+
+	rtt, uptime, votesIn time.Duration
+	known                bool // run_id and uptime were read
+}
+
+// votes reports whether the master counts towards a quorum.
+func (m *masterStatus) votes() bool { return m.Reachable && m.known && !m.Quarantined }
+
+// status checks every master and prints the report. It returns nil when the
+// quorum is healthy, else an *exitError.
+func status(ctx context.Context, w io.Writer, o statusOptions) error {
+	rep := checkMasters(ctx, o)
+	if ctx.Err() != nil {
+		return &exitError{code: exitInterrupted, err: errors.New("interrupted")}
+	}
+	if o.JSON {
+		if err := json.NewEncoder(w).Encode(rep); err != nil {
+			return &exitError{code: exitFailure, err: err}
+		}
+	} else {
+		printStatus(w, rep, o)
+	}
+	if !rep.Healthy {
+		return &exitError{code: exitFailure}
+	}
+	return nil
+}
+
+func checkMasters(ctx context.Context, o statusOptions) *statusReport {
+	rep := &statusReport{Masters: make([]masterStatus, len(o.Nodes)), Quorum: len(o.Nodes)/2 + 1}
+	var wg sync.WaitGroup
+	for i, addr := range o.Nodes {
+		wg.Go(func() { rep.Masters[i] = checkMaster(ctx, addr, o) })
+	}
+	wg.Wait()
+	for i := range rep.Masters {
+		if rep.Masters[i].votes() {
+			rep.voters++
+		}
+	}
+	rep.Healthy = rep.voters >= rep.Quorum
+	return rep
+}
+
+// checkMaster connects to one master, PINGs it and reads INFO server.
+func checkMaster(ctx context.Context, addr string, o statusOptions) masterStatus {
+	cfg, err := redis.ParseAddr(addr) // validated already
+	m := masterStatus{Addr: cfg.Addr}
+	if err != nil {
+		m.Error = err.Error()
+		return m
+	}
+	cfg.DialTimeout, cfg.OpTimeout = o.Timeout, o.Timeout
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	t, err := redis.Dial(ctx, cfg)
+	if err != nil {
+		m.Error = err.Error()
+		return m
+	}
+	defer t.Close()
+	start := time.Now()
+	if err := t.Ping(ctx); err != nil {
+		m.Error = err.Error()
+		return m
+	}
+	m.rtt = time.Since(start)
+	m.Reachable, m.RTTMS = true, math.Round(float64(m.rtt)/1e3)/1e3
+	info, err := t.ServerInfo(ctx)
+	if err != nil {
+		// A master whose restarts cannot be seen does not vote.
+		m.Error = err.Error()
+		return m
+	}
+	m.known, m.RunID, m.uptime, m.UptimeS = true, info.RunID, info.Uptime, int64(info.Uptime/time.Second)
+	if o.Quarantine > 0 && info.Uptime < o.Quarantine {
+		m.Quarantined, m.votesIn = true, o.Quarantine-info.Uptime
+	}
+	return m
+}
+
+func printStatus(w io.Writer, rep *statusReport, o statusOptions) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MASTER\tREACHABLE\tRTT\tRUN_ID\tUPTIME\tQUARANTINED\tERROR")
+	for _, m := range rep.Masters {
+		rtt, runID, uptime, quar := "-", "-", "-", "-"
+		if m.Reachable {
+			rtt = m.rtt.Round(time.Microsecond).String()
+		}
+		if m.known {
+			runID = m.RunID
+			if len(runID) > 12 {
+				runID = runID[:12]
+			}
+			uptime = m.uptime.String()
+			quar = "no"
+			if m.Quarantined {
+				quar = "yes, votes in " + m.votesIn.String()
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Addr, yesNo(m.Reachable), rtt, runID, uptime, quar, oneLine(errors.New(m.Error)))
+	}
+	tw.Flush()
+	verdict := "healthy"
+	if !rep.Healthy {
+		verdict = "NOT healthy"
+	}
+	can := "reachable"
+	if o.Quarantine > 0 {
+		can = "reachable and up for at least " + o.Quarantine.String()
+	}
+	fmt.Fprintf(w, "quorum: %s: %d of %d masters can vote (%s), %d needed\n",
+		verdict, rep.voters, len(rep.Masters), can, rep.Quorum)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
