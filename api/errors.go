@@ -90,6 +90,13 @@ type Error struct {
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("redlock: ")
+	e.write(&b)
+	return b.String()
+}
+
+// write writes the message without the "redlock: " prefix, so that a
+// nested *Error (Last) does not repeat it.
+func (e *Error) write(b *strings.Builder) {
 	b.WriteString(e.Op)
 	if e.Key != "" {
 		b.WriteString(" ")
@@ -99,7 +106,11 @@ func (e *Error) Error() string {
 	b.WriteString(e.Err.Error())
 	if e.Last != nil {
 		b.WriteString(" (last attempt: ")
-		b.WriteString(e.Last.Error())
+		if le, ok := e.Last.(*Error); ok {
+			le.write(b)
+		} else {
+			b.WriteString(e.Last.Error())
+		}
 		b.WriteString(")")
 	}
 	if e.Detail != "" {
@@ -127,7 +138,6 @@ func (e *Error) Error() string {
 			}
 		}
 	}
-	return b.String()
 }
 
 // Unwrap lets errors.Is and errors.As see both the sentinel and, for a

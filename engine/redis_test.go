@@ -233,3 +233,26 @@ func TestRedisCancelledContextReturnsPromptly(t *testing.T) {
 		t.Fatal("Lock did not return after cancel while masters were paused")
 	}
 }
+
+// A TryLock right after New must not fail because the transports are still
+// connecting: they wait for their first connection attempt.
+func TestRedisFirstTryLockAfterNew(t *testing.T) {
+	servers := redistest.Start(t, 5)
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.Addr
+	}
+	for i := 0; i < 10; i++ {
+		e, err := engine.New(addrs, api.WithoutRestartQuarantine())
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := e.TryLock(context.Background(), "first")
+		if err != nil {
+			e.Close()
+			t.Fatalf("engine %d: first TryLock: %v", i, err)
+		}
+		_ = l.Unlock(context.Background())
+		_ = e.Close()
+	}
+}

@@ -199,8 +199,9 @@ type connState struct {
 }
 
 // New validates cfg and returns a transport that connects in the background;
-// the master need not be up. Until the connection is made, and whenever it
-// is lost, Do fails at once with an error wrapping transport.ErrUnavailable.
+// the master need not be up. Do waits (within its ctx) for the first
+// connection attempt; when that failed, and whenever the connection is lost,
+// Do fails at once with an error wrapping transport.ErrUnavailable.
 func New(cfg Config) (*Transport, error) {
 	r, err := cfg.resolve()
 	if err != nil {
