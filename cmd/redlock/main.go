@@ -80,8 +80,10 @@ func newRoot() *cobra.Command {
 		Use:   "redlock",
 		Short: "Distributed locks over N independent masters (Redlock)",
 		Long: `redlock takes distributed locks over N independent masters: a lock is held
-once a majority (N/2+1) of them stored it. Without --nodes (or REDLOCK_NODES)
-the commands run on five embedded in-memory masters and need no setup.`,
+once a majority (N/2+1) of them stored it. Masters come from --nodes or the
+REDLOCK_NODES environment variable (host:port, redis:// or rediss:// URLs).
+demo and bench run on five embedded in-memory masters when none are given;
+run and status need real ones.`,
 		SilenceUsage:  true, // run prints usage itself, for usage errors only
 		SilenceErrors: true, // run prints the one line
 		CompletionOptions: cobra.CompletionOptions{

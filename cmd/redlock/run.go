@@ -390,9 +390,10 @@ func supervise(lock api.Lock, o runOptions, sigs <-chan os.Signal) (int, error) 
 	// See the help: its own process group unless run is a terminal's
 	// foreground job, where the command needs the terminal.
 	group := !terminalForeground()
-	if group {
-		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	}
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: group}
+	// If run itself dies (SIGKILL, OOM), the lock expires and the command
+	// must not go on without it.
+	dieWithParent(c.SysProcAttr)
 	if err := c.Start(); err != nil {
 		code := exitCannotExec
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
