@@ -224,7 +224,11 @@ func WithFencing(on bool) Option {
 }
 
 // WithAutoExtend extends held locks each time the share frac of their
-// validity has passed (0 turns it off). 0.5 is a sound choice.
+// validity has passed (0 turns it off). 0.5 is a sound choice. Each
+// extension counts toward MaxExtensions, which is the point (a stuck holder
+// cannot keep a lock forever): with the defaults (TTL 10s, 1000 extensions)
+// an auto-extended lock lives about 83 minutes; raise MaxExtensions for
+// longer jobs.
 func WithAutoExtend(frac float64) Option {
 	return func(o *Options) error {
 		if !(frac >= 0 && frac < 1) {
