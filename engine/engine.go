@@ -384,7 +384,7 @@ type lock struct {
 	auto   float64 // auto-extension share of validity, 0 for off
 
 	mu       sync.Mutex // serialises Extend and Unlock of one handle
-	extended int
+	extended int        // written under mu and sig, so either guards a read
 	released bool
 
 	// sig guards the lifetime state. It is never held across I/O, so the
@@ -535,7 +535,9 @@ func (l *lock) Extend(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return &api.Error{Op: "extend", Key: l.key, Err: err}
 	}
+	l.sig.Lock() // the timer reads extended under sig
 	l.extended++
+	l.sig.Unlock()
 	call := actors.NewCall(actors.Extend, "extend", l.key, l.value, l.ttl, l.drift)
 	call.Keys = l.keys
 	if err := l.e.run(ctx, call); err != nil {
