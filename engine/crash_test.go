@@ -218,7 +218,7 @@ func TestLostSignalWhenMastersPause(t *testing.T) {
 			}
 			// Never later than a few ms past the deadline; a failed
 			// extension may end it earlier.
-			if late := firedAt.Sub(l.Until()); late > 25*time.Millisecond {
+			if late := firedAt.Sub(l.Until()); late > 50*time.Millisecond {
 				t.Fatalf("signal fired %v after the validity deadline", late)
 			}
 		})
@@ -245,10 +245,11 @@ func TestLostSignalAtDeadline(t *testing.T) {
 	})
 	<-done
 	firedAt := time.Now()
-	if d := firedAt.Sub(l.Until()); d < 0 || d > 25*time.Millisecond {
-		t.Fatalf("signal fired %v from the validity deadline; want within [0, 25ms]", d)
+	if d := firedAt.Sub(l.Until()); d < 0 || d > 50*time.Millisecond {
+		t.Fatalf("signal fired %v from the validity deadline; want within [0, 50ms] (a loaded 2-core CI machine under -race)", d)
 	}
 	if !errors.Is(l.Err(), api.ErrExpired) {
 		t.Fatalf("Err = %v", l.Err())
 	}
+	t.Logf("signal fired %v after the validity deadline", firedAt.Sub(l.Until()))
 }
