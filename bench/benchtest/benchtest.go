@@ -1,0 +1,98 @@
+// Package benchtest runs the standard benchmark workloads of package bench as
+// go test sub-benchmarks, with the same names and metrics for every client,
+// so that benchstat can put the engine and redsync side by side.
+//
+// Masters: NodesEnv (REDLOCK_BENCH_NODES) names Redis masters to run
+// against, as bench/run.sh does so that both clients meet the same five
+// processes; without it, RedisNodes starts five redis-server processes of its
+// own for the benchmark.
+package benchtest
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock/bench"
+	"github.com/quorumlock/redlock/internal/redistest"
+)
+
+// NodesEnv names the Redis masters the benchmarks use, comma-separated
+// host:port, instead of starting their own.
+const NodesEnv = "REDLOCK_BENCH_NODES"
+
+// Concurrencies are the numbers of lockers every workload runs with.
+var Concurrencies = []int{1, 16, 64, 256, 1024}
+
+// RedisNodes returns the addresses of the Redis masters to benchmark against:
+// those in NodesEnv, else five redis-server processes started for b (and
+// stopped by its cleanup).
+func RedisNodes(b *testing.B) []string {
+	b.Helper()
+	if env := strings.TrimSpace(os.Getenv(NodesEnv)); env != "" {
+		nodes := strings.Split(env, ",")
+		for i := range nodes {
+			nodes[i] = strings.TrimSpace(nodes[i])
+		}
+		return nodes
+	}
+	servers := redistest.Start(b, 5)
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.Addr
+	}
+	return addrs
+}
+
+// Run runs every standard workload on client as a sub-benchmark of b:
+// uncontended/c=C and contended/c=C/k=C/4 for each of Concurrencies. It
+// first waits (up to 10s) until a lock can be taken.
+//
+// Each reports, besides ns/op (per cycle) and -benchmem's per-cycle
+// allocations:
+//
+//	cycles/s     finished cycles per second
+//	ok-cycles/s  cycles that held the lock (all of them, uncontended)
+//	p50-ms       median cycle latency (Lock or TryLock + Unlock)
+//	p99-ms       99th percentile cycle latency
+func Run(b *testing.B, name string, client bench.Client) {
+	b.Helper()
+	prefix := bench.RunPrefix(name)
+	if err := bench.WaitReady(context.Background(), client, prefix, 10*time.Second); err != nil {
+		b.Fatalf("no lock could be taken in 10s: %v", err)
+	}
+	for _, c := range Concurrencies {
+		w := bench.Uncontended(c, prefix+"u"+strconv.Itoa(c)+":")
+		b.Run(w.Name(), func(b *testing.B) { RunWorkload(b, client, w) })
+	}
+	for _, c := range Concurrencies {
+		w := bench.Contended(c, prefix+"c"+strconv.Itoa(c)+":")
+		b.Run(w.Name(), func(b *testing.B) { RunWorkload(b, client, w) })
+	}
+}
+
+// RunWorkload runs b.N cycles of w on client and reports the metrics Run
+// describes. Everything before the call is set-up: not timed, not counted.
+func RunWorkload(b *testing.B, client bench.Client, w bench.Workload) {
+	rec := bench.NewRecorder()
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	bench.Run(context.Background(), client, w, int64(b.N), rec)
+	elapsed := time.Since(start)
+	b.StopTimer()
+	s := rec.Summarize(elapsed)
+	if s.Errors > 0 {
+		b.Logf("%d of %d cycles failed; the first: %v", s.Errors, s.Cycles, s.FirstErr)
+	}
+	if w.Keys == 0 && s.NotAcquired > 0 {
+		b.Logf("%d of %d fresh keys were not acquired", s.NotAcquired, s.Cycles)
+	}
+	b.ReportMetric(s.CyclesPerSec(), "cycles/s")
+	b.ReportMetric(s.AcquiredPerSec(), "ok-cycles/s")
+	b.ReportMetric(bench.Ms(s.P50), "p50-ms")
+	b.ReportMetric(bench.Ms(s.P99), "p99-ms")
+}
