@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"hash/maphash"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/scheduler"
@@ -63,6 +65,8 @@ type Call struct {
 
 	done chan struct{}
 
+	hash uint64 // keyHash(Key), set by Submit
+
 	// Coordinator-owned state.
 	phase    phase
 	seq      uint64 // identifies the current attempt; late replies carry an older one
@@ -104,6 +108,7 @@ func (c *Call) Done() <-chan struct{} { return c.done }
 // pointer to every node actor; it is read-only once sent.
 type opRequest struct {
 	call     *Call
+	hash     uint64 // of the key, for the node's in-flight table
 	seq      uint64
 	op       transport.Op
 	deadline time.Time // Acquire only: not worth sending after this
@@ -123,6 +128,27 @@ type nodeReplies struct {
 	node  int
 	items []reply
 }
+
+// Reply messages are pooled: the coordinator is their only reader and
+// hands them back once it has counted them.
+var repliesPool = sync.Pool{New: func() any { return &nodeReplies{items: make([]reply, 0, 16)} }}
+
+func getReplies(node int) *nodeReplies {
+	m := repliesPool.Get().(*nodeReplies)
+	m.node = node
+	return m
+}
+
+func putReplies(m *nodeReplies) {
+	clear(m.items) // drop the pointers to calls
+	m.items = m.items[:0]
+	repliesPool.Put(m)
+}
+
+// keySeed hashes keys for sharding and for the nodes' in-flight tables.
+var keySeed = maphash.MakeSeed()
+
+func keyHash(key string) uint64 { return maphash.String(keySeed, key) }
 
 // cancelCall asks the coordinator to abandon a call because its context
 // ended.

@@ -12,7 +12,6 @@ package actors
 import (
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"sync"
 	"time"
@@ -43,7 +42,6 @@ type Cluster struct {
 	nodes   []*actor.PID
 	coords  []*actor.PID
 	timeout time.Duration
-	seed    maphash.Seed
 	quorum  int
 	io      sync.WaitGroup // batches in flight on their own goroutines
 
@@ -68,7 +66,7 @@ func Start(cfg Config) (*Cluster, error) {
 		// leaves nothing running for long.
 		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 	)
-	c := &Cluster{system: system, timeout: cfg.MasterTimeout, seed: maphash.MakeSeed(), quorum: n/2 + 1}
+	c := &Cluster{system: system, timeout: cfg.MasterTimeout, quorum: n/2 + 1}
 	// Coordinators' PIDs are needed by the nodes and the other way round, so
 	// the nodes learn them through the slice, filled before any call.
 	coords := make([]*actor.PID, cfg.Coordinators)
@@ -113,7 +111,8 @@ func (c *Cluster) Submit(call *Call) error {
 	if c.closed {
 		return api.ErrClosed
 	}
-	c.system.Root.Send(c.coords[c.shard(call.Key)], call)
+	call.hash = keyHash(call.Key)
+	c.system.Root.Send(c.coords[c.shard(call)], call)
 	return nil
 }
 
@@ -124,15 +123,12 @@ func (c *Cluster) Cancel(call *Call, err error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if !c.closed {
-		c.system.Root.Send(c.coords[c.shard(call.Key)], &cancelCall{call: call, err: err})
+		c.system.Root.Send(c.coords[c.shard(call)], &cancelCall{call: call, err: err})
 	}
 }
 
-func (c *Cluster) shard(key string) int {
-	if len(c.coords) == 1 {
-		return 0
-	}
-	return int(maphash.String(c.seed, key) % uint64(len(c.coords)))
+func (c *Cluster) shard(call *Call) int {
+	return int(call.hash % uint64(len(c.coords)))
 }
 
 // Close finishes every call in progress with ErrClosed, lets the releases

@@ -42,6 +42,7 @@ func (c *coordinator) Receive(ctx actor.Context) {
 		for i := range m.items {
 			c.onReply(ctx, m.node, &m.items[i])
 		}
+		putReplies(m)
 	case *Call:
 		c.start(ctx, m)
 	case *retryTick:
@@ -132,6 +133,7 @@ func (c *coordinator) attempt(ctx actor.Context, call *Call) {
 func (c *coordinator) send(ctx actor.Context, call *Call, kind transport.OpKind, reply bool) {
 	r := &opRequest{
 		call:  call,
+		hash:  call.hash,
 		seq:   call.seq,
 		op:    transport.Op{Kind: kind, Key: call.Key, Keys: call.Keys, Value: call.Value, TTL: call.TTL},
 		shard: c.shard,

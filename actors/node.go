@@ -36,7 +36,8 @@ type node struct {
 	root     *actor.RootContext
 	queue    []*opRequest
 	inflight int
-	busy     map[string]int // keys in batches in flight (only when maxInFlight > 1)
+	busy     []uint32 // keys in batches in flight, by hash (only when maxInFlight > 1)
+	work     chan *batch
 	free     []*batch
 	drained  []chan struct{}
 	counts   []int // per-shard reply counts, scratch for deliver
@@ -64,13 +65,7 @@ func (n *node) Receive(ctx actor.Context) {
 	case *batch:
 		n.inflight--
 		if n.busy != nil {
-			for i := range m.ops {
-				eachKey(&m.ops[i], func(k string) {
-					if n.busy[k]--; n.busy[k] <= 0 {
-						delete(n.busy, k)
-					}
-				})
-			}
+			n.mark(m, ^uint32(0)) // -1
 		}
 		if !n.q.park(n, m) {
 			n.finish(m)
@@ -87,14 +82,61 @@ func (n *node) Receive(ctx actor.Context) {
 		n.q.check(n)
 	case *actor.Stopping:
 		n.q.stop()
+		close(n.work)
 	case *actor.Started:
 		n.self = ctx.Self()
 		n.root = ctx.ActorSystem().Root
 		n.q.start(n, ctx)
 		if n.maxInFlight > 1 {
-			n.busy = make(map[string]int)
+			n.busy = make([]uint32, busySlots)
 		}
 		n.counts = make([]int, len(n.coords))
+		// Long-lived I/O goroutines, one per batch allowed in flight: a
+		// channel hand-off is cheaper than a goroutine per batch.
+		n.work = make(chan *batch, n.maxInFlight)
+		n.wg.Add(n.maxInFlight)
+		for range n.maxInFlight {
+			go n.worker()
+		}
+	}
+}
+
+// busySlots counts keys in flight by hash. A collision only holds an op
+// back until the other batch returns, which costs a little latency and
+// never reorders: per-key order needs "no key of this op is in flight",
+// and a false "in flight" errs on the safe side.
+const busySlots = 1 << 12
+
+// mark adds delta (1 or -1 as uint32) to the in-flight count of every key
+// of b.
+func (n *node) mark(b *batch, delta uint32) {
+	for i, r := range b.reqs {
+		if len(b.ops[i].Keys) == 0 {
+			n.busy[r.hash%busySlots] += delta
+			continue
+		}
+		for _, k := range b.ops[i].Keys {
+			n.busy[keyHash(k)%busySlots] += delta
+		}
+	}
+}
+
+func (n *node) isBusy(r *opRequest) bool {
+	if len(r.op.Keys) == 0 {
+		return n.busy[r.hash%busySlots] > 0
+	}
+	for _, k := range r.op.Keys {
+		if n.busy[keyHash(k)%busySlots] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (n *node) worker() {
+	defer n.wg.Done()
+	for b := range n.work {
+		n.do(b)
 	}
 }
 
@@ -125,7 +167,7 @@ func (n *node) flush() {
 				keep = append(keep, n.queue[i:]...)
 				break
 			}
-			if n.busy != nil && n.isBusy(&r.op) {
+			if n.busy != nil && n.isBusy(r) {
 				keep = append(keep, r)
 				continue
 			}
@@ -148,23 +190,19 @@ func (n *node) flush() {
 			return
 		}
 		if n.busy != nil {
-			for i := range b.ops {
-				eachKey(&b.ops[i], func(k string) { n.busy[k]++ })
-			}
+			n.mark(b, 1)
 		}
 		if cap(b.res) < len(b.ops) {
 			b.res = make([]transport.Result, len(b.ops), cap(b.ops))
 		}
 		b.res = b.res[:len(b.ops)]
 		n.inflight++
-		n.wg.Add(1)
-		go n.do(b)
+		n.work <- b // never blocks: at most maxInFlight batches are out
 	}
 }
 
-// do runs on its own goroutine: the only place that waits on the master.
+// do runs on an I/O goroutine: the only place that waits on the master.
 func (n *node) do(b *batch) {
-	defer n.wg.Done()
 	defer n.root.Send(n.self, b)
 	defer func() {
 		// A user's transport must not take the engine down with it.
@@ -193,7 +231,9 @@ func (n *node) do(b *batch) {
 
 func (n *node) fail(r *opRequest, err error) {
 	if r.reply {
-		n.root.Send(n.coords[r.shard], &nodeReplies{node: n.index, items: []reply{{req: r, res: transport.Result{Err: err}}}})
+		m := getReplies(n.index)
+		m.items = append(m.items, reply{req: r, res: transport.Result{Err: err}})
+		n.root.Send(n.coords[r.shard], m)
 	}
 }
 
@@ -209,37 +249,14 @@ func (n *node) deliver(reqs []*opRequest, res []transport.Result) {
 		if c == 0 {
 			continue
 		}
-		items := make([]reply, 0, c)
+		m := getReplies(n.index)
 		for i, r := range reqs {
 			if r.reply && int(r.shard) == shard {
-				items = append(items, reply{req: r, res: res[i]})
+				m.items = append(m.items, reply{req: r, res: res[i]})
 			}
 		}
-		n.root.Send(n.coords[shard], &nodeReplies{node: n.index, items: items})
+		n.root.Send(n.coords[shard], m)
 	}
-}
-
-// eachKey calls fn for every key op touches.
-func eachKey(op *transport.Op, fn func(string)) {
-	if len(op.Keys) == 0 {
-		fn(op.Key)
-		return
-	}
-	for _, k := range op.Keys {
-		fn(k)
-	}
-}
-
-func (n *node) isBusy(op *transport.Op) bool {
-	if len(op.Keys) == 0 {
-		return n.busy[op.Key] > 0
-	}
-	for _, k := range op.Keys {
-		if n.busy[k] > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 func (n *node) batch() *batch {

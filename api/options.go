@@ -45,7 +45,10 @@ type Options struct {
 	// one batch. Default 512. Engine-wide.
 	MaxBatch int
 	// MaxInFlight is the most batches a node actor has in flight to its
-	// master at once. Default 2. Engine-wide.
+	// master at once. Default 1: measured on five local Redis masters, a
+	// second batch in flight cost more CPU per lock than it saved and
+	// doubled p99 (BENCHMARKS.md). More can pay on a long round trip.
+	// Engine-wide.
 	MaxInFlight int
 	// Fencing gives each lock a fencing token (Lock.Token) at the price of
 	// one more round trip per acquisition. Default off; per lock.
@@ -109,7 +112,7 @@ func DefaultOptions() Options {
 		MaxExtensions: 1000,
 		Coordinators:  2,
 		MaxBatch:      512,
-		MaxInFlight:   2,
+		MaxInFlight:   1,
 		Quarantine:    Quarantine{CheckInterval: time.Second},
 	}
 }

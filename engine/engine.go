@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/quorumlock/redlock/actors"
 	"github.com/quorumlock/redlock/api"
@@ -289,7 +290,11 @@ func (e *Engine) acquire(ctx context.Context, op, key string, keys []string, opt
 	if err := ctx.Err(); err != nil {
 		return nil, &api.Error{Op: op, Key: key, Err: err}
 	}
-	call := actors.NewCall(actors.Acquire, op, key, newValue(), o.TTL, o.Drift())
+	// The handle is made first so that the value can live inside it: one
+	// allocation for both.
+	l := &lock{e: e, key: key, keys: keys, ttl: o.TTL, drift: o.Drift(), maxExt: o.MaxExtensions, auto: o.AutoExtend}
+	l.value = l.newValue()
+	call := actors.NewCall(actors.Acquire, op, key, l.value, o.TTL, o.Drift())
 	call.Keys = keys
 	call.Retry = o.Retry
 	call.Fenced = o.Fencing
@@ -301,8 +306,7 @@ func (e *Engine) acquire(ctx context.Context, op, key string, keys []string, opt
 	if err := e.run(ctx, call); err != nil {
 		return nil, err
 	}
-	l := &lock{e: e, key: key, keys: keys, value: call.Value, ttl: o.TTL, drift: o.Drift(), maxExt: o.MaxExtensions,
-		token: call.Token, auto: o.AutoExtend}
+	l.token = call.Token
 	l.granted(call.Start, call.Validity)
 	if l.auto > 0 {
 		l.sig.Lock()
@@ -363,13 +367,22 @@ func (e *Engine) run(ctx context.Context, call *actors.Call) error {
 	return call.Err
 }
 
-// newValue draws a lock value: 128 bits from crypto/rand, so values are
-// unique across every client and unguessable.
-func newValue() string {
+// valueLen is the length of a lock value: 16 random bytes in base64.
+const valueLen = 22
+
+// newValue draws the lock's value: 128 bits from crypto/rand, so values are
+// unique across every client and unguessable. The string's bytes live in
+// the handle (written once, here, and never again).
+func (l *lock) newValue() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	base64.RawURLEncoding.Encode(l.vbuf[:], b[:])
+	return unsafe.String(&l.vbuf[0], valueLen)
 }
+
+// released marks a lock ended by Unlock; Err builds the full error only
+// if somebody asks, which keeps Unlock free of that allocation.
+var released = errors.New("released")
 
 // lock is a held lock.
 type lock struct {
@@ -382,6 +395,7 @@ type lock struct {
 	maxExt int
 	token  int64
 	auto   float64 // auto-extension share of validity, 0 for off
+	vbuf   [valueLen]byte
 
 	mu       sync.Mutex // serialises Extend and Unlock of one handle
 	extended int        // written under mu and sig, so either guards a read
@@ -433,6 +447,14 @@ func (l *lock) Done() <-chan struct{} {
 func (l *lock) Err() error {
 	l.sig.Lock()
 	defer l.sig.Unlock()
+	return l.causeLocked()
+}
+
+// causeLocked is the cause with the released marker spelled out; sig held.
+func (l *lock) causeLocked() error {
+	if l.cause == released {
+		l.cause = &api.Error{Op: "lock", Key: l.key, Err: api.ErrReleased}
+	}
 	return l.cause
 }
 
@@ -520,7 +542,7 @@ func (l *lock) Extend(ctx context.Context) error {
 		return &api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Detail: why}
 	}
 	l.sig.Lock()
-	cause, until := l.cause, l.until
+	cause, until := l.causeLocked(), l.until
 	l.sig.Unlock()
 	switch {
 	case l.released:
@@ -553,7 +575,7 @@ func (l *lock) Extend(ctx context.Context) error {
 	if l.cause != nil {
 		// Lost while the extension was out: the signal has fired and
 		// stays fired.
-		return &api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Last: l.cause, Detail: "the lock was lost while extending"}
+		return &api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Last: l.causeLocked(), Detail: "the lock was lost while extending"}
 	}
 	if u := call.Start.Add(call.Validity); u.After(l.until) {
 		l.granted(call.Start, call.Validity)
@@ -574,7 +596,7 @@ func (l *lock) Unlock(ctx context.Context) error {
 		return &api.Error{Op: "unlock", Key: l.key, Err: err}
 	}
 	// From here on the engine cannot vouch for the lock.
-	l.lose(&api.Error{Op: "lock", Key: l.key, Err: api.ErrReleased})
+	l.lose(released)
 	call := actors.NewCall(actors.Release, "unlock", l.key, l.value, l.ttl, l.drift)
 	call.Keys = l.keys
 	err := l.e.run(ctx, call)

@@ -183,7 +183,7 @@ func TestExtendAfterExpiryRefusedAndNotRecreated(t *testing.T) {
 	for i, m := range masters {
 		ts[i] = m.Transport()
 	}
-	e, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine(), api.WithTTL(50*time.Millisecond))
+	e, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine(), api.WithTTL(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -212,7 +212,7 @@ func TestDoneOnUnlockAndClose(t *testing.T) {
 // Auto-extension keeps a lock for ten times its TTL; nobody else can take
 // it meanwhile; Unlock leaves nothing behind.
 func TestAutoExtendKeepsLock(t *testing.T) {
-	const ttl = 300 * time.Millisecond // room for a loaded machine's scheduling delays
+	const ttl = 500 * time.Millisecond // room for a loaded machine's scheduling delays (-race, 2 cores)
 	ms, ts := memoryMasters(3)
 	e, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine(), api.WithTTL(ttl))
 	if err != nil {
@@ -250,7 +250,7 @@ func TestAutoExtendKeepsLock(t *testing.T) {
 
 // Auto-extension is bounded by MaxExtensions: then the lock runs out.
 func TestAutoExtendBounded(t *testing.T) {
-	e := newMemory(t, 3, api.WithTTL(50*time.Millisecond))
+	e := newMemory(t, 3, api.WithTTL(200*time.Millisecond))
 	l, err := e.TryLock(context.Background(), "b", api.WithAutoExtend(0.5), api.WithMaxExtensions(3))
 	if err != nil {
 		t.Fatal(err)
@@ -327,8 +327,8 @@ func firstMasterErr(t *testing.T, err error) error {
 // TryLock waits for that read instead of failing as if they were down.
 func TestFirstTryLockWaitsForMasterCheck(t *testing.T) {
 	_, ts := memoryMasters(5)
-	time.Sleep(60 * time.Millisecond) // the masters are older than the quarantine
-	e, err := engine.NewWithTransports(ts, api.WithTTL(50*time.Millisecond), api.WithRestartQuarantine(50*time.Millisecond))
+	time.Sleep(210 * time.Millisecond) // the masters are older than the quarantine
+	e, err := engine.NewWithTransports(ts, api.WithTTL(200*time.Millisecond), api.WithRestartQuarantine(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -185,6 +185,9 @@ func TestRedisExtendWithinValidityAndByMajority(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// TryLock returns at a majority: let the last SETs land before keys are
+	// deleted under them.
+	waitHolders(t, servers, "ext", l.Value(), 5)
 	// Two masters lose the key: a majority still holds it.
 	servers[0].Do(t, nil, "DEL", "ext")
 	servers[1].Do(t, nil, "DEL", "ext")
