@@ -99,6 +99,11 @@ func (q *quarantine) learn(n *node, r *infoResult) {
 		return
 	}
 	started := r.at.Add(-r.info.Uptime)
+	if r.info.RunID == q.runID && started.Before(q.started) {
+		// The same process: a coarse uptime gives a slightly different
+		// start each time, and only the latest (safest) one counts.
+		started = q.started
+	}
 	if q.runID != "" && r.info.RunID != q.runID {
 		q.logger.Warn("redlock: master restarted; in quarantine", "master", q.name,
 			"old_run_id", q.runID, "run_id", r.info.RunID, "votes_again_in", time.Until(started.Add(q.period)).Round(time.Millisecond))

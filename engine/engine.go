@@ -447,6 +447,12 @@ func (l *lock) Done() <-chan struct{} {
 func (l *lock) Err() error {
 	l.sig.Lock()
 	defer l.sig.Unlock()
+	// The timer runs only for watched locks, so the clock is the truth:
+	// past Until nobody can vouch for the lock, whether or not Done was
+	// ever called.
+	if l.cause == nil && !time.Now().Before(l.until) {
+		l.loseLocked(&api.Error{Op: "lock", Key: l.key, Err: api.ErrExpired})
+	}
 	return l.causeLocked()
 }
 
@@ -520,6 +526,11 @@ func (l *lock) tick() {
 func (l *lock) lose(cause error) {
 	l.sig.Lock()
 	defer l.sig.Unlock()
+	l.loseLocked(cause)
+}
+
+// loseLocked is lose with sig held.
+func (l *lock) loseLocked(cause error) {
 	if l.cause != nil {
 		return
 	}

@@ -339,3 +339,25 @@ func TestFirstTryLockWaitsForMasterCheck(t *testing.T) {
 	}
 	_ = l.Unlock(context.Background())
 }
+
+// Err tells the truth after Until even if nobody ever called Done (whose
+// timer is only armed on demand).
+func TestErrAfterUntilWithoutDone(t *testing.T) {
+	e := newMemory(t, 3, api.WithTTL(100*time.Millisecond))
+	l, err := e.TryLock(context.Background(), "unwatched")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Err() != nil {
+		t.Fatalf("Err within validity: %v", l.Err())
+	}
+	time.Sleep(time.Until(l.Until()) + time.Millisecond)
+	if !errors.Is(l.Err(), api.ErrExpired) {
+		t.Fatalf("Err after Until = %v, want ErrExpired", l.Err())
+	}
+	select {
+	case <-l.Done():
+	default:
+		t.Fatal("Done open after Err reported the lock expired")
+	}
+}

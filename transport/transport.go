@@ -135,7 +135,9 @@ type Transport interface {
 type ServerInfo struct {
 	// RunID changes every time the master process starts.
 	RunID string
-	// Uptime is how long the master process has been running.
+	// Uptime is how long the master process has been running. It must
+	// never exceed the real uptime (round down, and subtract the error of
+	// the source): the engine ends a restarted master's quarantine by it.
 	Uptime time.Duration
 }
 

@@ -85,6 +85,11 @@ func ParseAddr(s string) (Config, error) {
 			if errors.As(err, &ue) {
 				err = ue.Err
 			}
+			if strings.Contains(s, "@") {
+				// The parser's reason may quote part of the password (it
+				// takes ":secret" for a port): say what to do instead.
+				return cfg, badAddr(s, "not a valid URL; a password containing '/', '?', '#' or '@' must be percent-encoded (%%2F, %%3F, %%23, %%40); want redis://[user:password@]host:port[/db]")
+			}
 			return cfg, badAddr(s, "not a valid URL: %v; want redis://[user:password@]host:port[/db]", err)
 		}
 		switch u.Scheme {
@@ -116,6 +121,11 @@ func ParseAddr(s string) (Config, error) {
 		return Config{}, err
 	}
 	cfg.Addr = net.JoinHostPort(host, port)
+	// What we hand on must parse again: a URL host such as "]0" slips past
+	// the missing-port path above.
+	if h, _, err := net.SplitHostPort(cfg.Addr); err != nil || h == "" || strings.ContainsAny(h, "[]/@") {
+		return Config{}, badAddr(s, "host %q is not a host name or IP address", host)
+	}
 	return cfg, nil
 }
 
@@ -164,12 +174,10 @@ func redact(s string) string {
 	if i < 0 {
 		return s
 	}
+	// The last '@' of the whole string: a password may itself hold '/',
+	// '?' or '#' (base64 does), which must not end the search early.
 	rest := s[i+3:]
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
 		return s[:i+3] + "***@" + rest[at+1:]
 	}
 	return s

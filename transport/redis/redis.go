@@ -629,7 +629,12 @@ func parseServerInfo(name, info string) (transport.ServerInfo, error) {
 			if err != nil {
 				return si, fmt.Errorf("redis %s: INFO server: uptime_in_seconds %q: %w", name, v, err)
 			}
-			si.Uptime = time.Duration(n) * time.Second
+			// uptime_in_seconds is the difference of two truncated
+			// wall-clock seconds: it reads 1 a few milliseconds after a
+			// start that fell just before a second boundary. Uptime must
+			// never run ahead of the truth (it ends a restart quarantine),
+			// so take a second off.
+			si.Uptime = time.Duration(max(n-1, 0)) * time.Second
 			haveUptime = true
 		}
 	}
