@@ -25,3 +25,13 @@ vet:
 
 test: deps fmt-check vet
 	$(GO) test -race -count=1 -timeout 10m ./...
+
+# make torture - ten minutes of every fault kind on five real redis-server
+# masters, with the history checker (SAFETY.md). TORTURE_FLAGS overrides.
+TORTURE_FLAGS ?= --duration 10m --faults kill,pause,latency,partition,proxy --seed 1
+TORTURE_BIN ?= $(or $(TMPDIR),/tmp)/redlock-torture
+
+.PHONY: torture
+torture: deps
+	$(GO) build -o $(TORTURE_BIN) ./cmd/redlock
+	$(TORTURE_BIN) torture $(TORTURE_FLAGS)

@@ -109,6 +109,11 @@ func ParseAddr(s string) (Config, error) {
 		if db := strings.TrimPrefix(u.Path, "/"); db != "" {
 			n, err := strconv.Atoi(db)
 			if err != nil || n < 0 {
+				if strings.Contains(db, "@") {
+					// Most likely a password with a '/' in it: do not
+					// quote what may be the rest of it.
+					return cfg, badAddr(s, "the path is not a database number; a password containing '/', '?', '#' or '@' must be percent-encoded (%%2F, %%3F, %%23, %%40)")
+				}
 				return cfg, badAddr(s, "db %q is not a database number; want a number >= 0, as in redis://host:6379/2", db)
 			}
 			cfg.DB = n

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/quorumlock/redlock/internal/history"
+	"github.com/quorumlock/redlock/internal/torture"
+)
+
+func init() { register(newTortureCmd) }
+
+func newTortureCmd() *cobra.Command {
+	cfg := torture.DefaultConfig()
+	var (
+		faults       string
+		noQuarantine bool
+		asJSON       bool
+		engineLog    string
+	)
+	cmd := &cobra.Command{
+		Use:   "torture",
+		Short: "Run the engine on five real Redis masters under faults and check every lock it granted",
+		Long: `torture starts five redis-server masters on free loopback ports (no
+persistence; redis-server must be on PATH), runs --engines independent engines
+with --clients clients each over --keys keys, and injects faults while the
+clients loop Lock (fencing on) -> critical section -> Unlock. It records every
+grant and critical section and checks, at the end, that:
+
+  - no two holders of a key ran their critical sections at once while the
+    engine vouched for both (overlap), nor held overlapping grants
+    (grant-overlap);
+  - fencing tokens of a key strictly increase in grant order (token-order),
+    except across moments the schedule knowingly left fewer than a majority
+    of masters with their counters (fence resets);
+  - no holder ran past its validity without the lost-lock signal (overrun).
+
+Faults (--faults, a comma-separated subset, or "none"):
+  kill       kill -9 one, two or a majority of masters and restart them EMPTY
+             on the same port at once (half the time right after a client
+             began a long critical section)
+  pause      SIGSTOP a master for up to 1.5 TTLs, then SIGCONT
+  latency    slow one master, or one engine's link to it
+  partition  cut a master (or a link) off, or lose its replies while its
+             ops still apply
+  proxy      through a TCP proxy per link: RST resets, cuts that hold bytes
+             and deliver them late, delays
+
+--schedule split-brain only kills, a majority each time, right after a long
+critical section began. With --no-quarantine that hands the lock to a second
+holder while the first still holds it: the negative control, which must end
+with exit status 1.
+
+The masters are stopped by pid on every exit path. Exit status: 0 when no
+violation was found, 1 when one was, 2 on a usage or setup error (no
+redis-server), 130 when interrupted.`,
+		Example: `  # one minute, every fault
+  redlock torture
+
+  # ten minutes, another seed, as one JSON object
+  redlock torture --duration 10m --seed 7 --json
+
+  # the negative control: without the restart quarantine the checker must bite
+  redlock torture --no-quarantine --schedule split-brain --duration 20s`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unexpected argument %q: torture takes only flags", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.Faults = splitFaults(faults)
+			cfg.Quarantine = !noQuarantine
+			if err := cfg.Validate(); err != nil {
+				return usageErr(err)
+			}
+			cfg.Progress = cmd.ErrOrStderr()
+			if engineLog != "" {
+				f, err := os.Create(engineLog)
+				if err != nil {
+					return usageErr(fmt.Errorf("--engine-log: %w", err))
+				}
+				defer f.Close()
+				cfg.EngineLog = f
+			}
+			return runTorture(cmd.Context(), cmd.OutOrStdout(), cfg, asJSON)
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the clients run (after the fresh masters' first quarantine)")
+	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the fault schedule and the clients' choices")
+	f.IntVar(&cfg.Engines, "engines", cfg.Engines, "independent engines, each with its own connections")
+	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "clients per engine")
+	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "lock keys the clients share")
+	f.StringVar(&faults, "faults", strings.Join(torture.Kinds, ","), `faults to inject: a comma-separated subset of `+strings.Join(torture.Kinds, ",")+`, or "none"`)
+	f.StringVar(&cfg.Schedule, "schedule", cfg.Schedule, "fault schedule: mixed, or split-brain (majority kills timed to live locks)")
+	f.BoolVar(&noQuarantine, "no-quarantine", false, "build the engines without the restart quarantine (to show the failure it prevents)")
+	f.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lock time to live")
+	f.DurationVar(&cfg.QuarantinePeriod, "quarantine", 0, "restart quarantine period (default: the ttl)")
+	f.DurationVar(&cfg.MasterTimeout, "master-timeout", cfg.MasterTimeout, "bound on one master's answer")
+	f.DurationVar(&cfg.FaultInterval, "fault-interval", cfg.FaultInterval, "mean time between two faults")
+	f.DurationVar(&cfg.Work, "work", cfg.Work, "longest short critical section")
+	f.DurationVar(&cfg.ProgressEvery, "progress", cfg.ProgressEvery, "print progress to stderr this often (0: never)")
+	f.IntVar(&cfg.MaxListed, "max-listed", cfg.MaxListed, "violations listed in the report (all are counted)")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of the report")
+	f.StringVar(&engineLog, "engine-log", "", "write the engines' warnings (restarts seen, quarantines) to this file")
+	f.SortFlags = false
+	return cmd
+}
+
+// splitFaults parses --faults; "none" and "" mean no faults.
+func splitFaults(s string) []string {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "none" {
+		return []string{}
+	}
+	out := strings.Split(s, ",")
+	for i := range out {
+		out[i] = strings.TrimSpace(out[i])
+	}
+	return out
+}
+
+// runTorture runs one torture and writes its report; it returns nil or an
+// *exitError.
+func runTorture(ctx context.Context, w io.Writer, cfg torture.Config, asJSON bool) error {
+	rep, err := torture.Run(ctx, cfg)
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return &exitError{code: exitInterrupted, err: errors.New("interrupted")}
+	case errors.Is(err, torture.ErrSetup):
+		return &exitError{code: exitUsage, err: err}
+	default:
+		return &exitError{code: exitFailure, err: err}
+	}
+	if asJSON {
+		if err := json.NewEncoder(w).Encode(rep); err != nil {
+			return &exitError{code: exitFailure, err: err}
+		}
+	} else {
+		printTorture(w, rep)
+	}
+	if n := rep.Violations.Count; n > 0 {
+		return &exitError{code: exitFailure, err: fmt.Errorf("%d safety violations found (%s)", n, kv(intMap(rep.Violations.ByKind)))}
+	}
+	return nil
+}
+
+func intMap(m map[string]int) map[string]int64 {
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		out[k] = int64(v)
+	}
+	return out
+}
+
+// kv formats a map as "a 1, b 2" in key order ("none" when empty).
+func kv(m map[string]int64) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+" "+num(m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func printTorture(w io.Writer, r *torture.Report) {
+	ttl := time.Duration(r.TTLMS * float64(time.Millisecond))
+	q := fmt.Sprintf("on (period %v)", time.Duration(r.QuarantineMS*float64(time.Millisecond)))
+	if !r.Quarantine {
+		q = "OFF"
+	}
+	fmt.Fprintf(w, "redlock torture: %d redis-server masters (quorum %d), %d engines × %d clients, %d keys, ttl %v, restart quarantine %s\n",
+		r.Masters, r.Quorum, r.Engines, r.Clients, r.Keys, ttl, q)
+	fmt.Fprintf(w, "seed %d, schedule %s, %.1fs\n\n", r.Seed, r.Schedule, r.DurationS)
+	// Faults in the order of the kinds, then the breakdown.
+	var faults []string
+	for _, k := range torture.Kinds {
+		if n, ok := r.Faults[k]; ok {
+			faults = append(faults, k+" "+num(n))
+		}
+	}
+	if len(faults) == 0 {
+		faults = []string{"none"}
+	}
+	rows := [][2]string{
+		{"grants", fmt.Sprintf("%s (%s/s), %s critical sections", num(r.Grants), num(int64(r.GrantsPerSec)), num(r.Sections))},
+		{"held", kv(r.Held)},
+		{"faults", strings.Join(faults, ", ")},
+		{"fault detail", kv(r.FaultDetail)},
+		{"lock errors", kv(r.LockErrors)},
+		{"unlock errors", kv(r.UnlockErrors)},
+		{"fence resets", num(int64(r.Resets))},
+		{"violations", num(int64(r.Violations.Count))},
+	}
+	for _, row := range rows {
+		fmt.Fprintf(w, "  %-14s %s\n", row[0], row[1])
+	}
+	if r.Violations.Count == 0 {
+		fmt.Fprintf(w, "\nno violation: every grant was exclusive within its validity, tokens increased, no holder overran its validity unsignalled\n")
+		return
+	}
+	fmt.Fprintf(w, "\nVIOLATIONS (%s; %d listed):\n", kv(intMap(r.Violations.ByKind)), len(r.Violations.List))
+	for _, v := range r.Violations.List {
+		fmt.Fprintf(w, "  %s\n", v)
+		grants := []*history.Grant{v.A}
+		if v.B != nil {
+			grants = append(grants, v.B)
+		}
+		for i, g := range grants {
+			fmt.Fprintf(w, "    %c: %s token %d granted %.3fms valid until %.3fms", 'A'+i, g.Holder, g.Token,
+				float64(g.GrantedAt)/1e6, float64(g.ValidUntil)/1e6)
+			if g.Ran {
+				fmt.Fprintf(w, ", ran [%.3fms, %.3fms] signaled=%v", float64(g.Start)/1e6, float64(g.End)/1e6, g.Signaled)
+			}
+			if g.Released {
+				fmt.Fprintf(w, ", unlocked at %.3fms", float64(g.ReleasedAt)/1e6)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+}

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/quorumlock/redlock/internal/torture"
+)
+
+// tortureJSON is what the tests read of `torture --json`.
+type tortureJSON struct {
+	Grants     int64            `json:"grants"`
+	Sections   int64            `json:"sections"`
+	Faults     map[string]int64 `json:"faults"`
+	Violations struct {
+		Count  int            `json:"count"`
+		ByKind map[string]int `json:"by_kind"`
+		List   []struct {
+			Kind   string `json:"kind"`
+			Key    string `json:"key"`
+			Detail string `json:"detail"`
+		} `json:"list"`
+	} `json:"violations"`
+}
+
+func decodeTorture(t *testing.T, s string) tortureJSON {
+	t.Helper()
+	var rep tortureJSON
+	dec := json.NewDecoder(strings.NewReader(s))
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatalf("stdout is not a JSON report: %v\n%s", err, s)
+	}
+	if dec.More() {
+		t.Fatalf("more than one JSON value on stdout:\n%s", s)
+	}
+	return rep
+}
+
+// The CI run: every fault kind for 20s on five real masters, the restart
+// quarantine at its default period (the TTL); no violation.
+func TestTortureEveryFault(t *testing.T) {
+	r := redlock(t, nil, "torture", "--duration", "20s", "--faults", "kill,pause,latency,partition,proxy",
+		"--seed", "5", "--progress", "0", "--json")
+	rep := decodeTorture(t, r.stdout)
+	if r.code != 0 {
+		t.Fatalf("exit %d, want 0; violations: %+v", r.code, rep.Violations)
+	}
+	if rep.Grants <= 0 || rep.Sections <= 0 {
+		t.Fatalf("%d grants, %d sections: the clients got nothing done", rep.Grants, rep.Sections)
+	}
+	if rep.Violations.Count != 0 || len(rep.Violations.List) != 0 {
+		t.Fatalf("violations %+v with exit 0", rep.Violations)
+	}
+	for _, k := range torture.Kinds {
+		if _, ok := rep.Faults[k]; !ok {
+			t.Errorf("faults lacks %q: %v", k, rep.Faults)
+		}
+	}
+	var total int64
+	for _, n := range rep.Faults {
+		total += n
+	}
+	if total < 5 {
+		t.Errorf("only %d faults injected in 20s: %v", total, rep.Faults)
+	}
+}
+
+// The negative control: without the restart quarantine, masters killed and
+// restarted empty right after a grant hand the lock to a second owner, and
+// the checker must say so.
+func TestTortureNegativeControl(t *testing.T) {
+	r := redlock(t, nil, "torture", "--no-quarantine", "--schedule", "split-brain", "--duration", "10s",
+		"--seed", "1", "--progress", "0", "--json")
+	rep := decodeTorture(t, r.stdout)
+	if r.code != exitFailure {
+		t.Fatalf("exit %d, want %d: the checker did not catch the split brain (%d grants, faults %v)", r.code, exitFailure, rep.Grants, rep.Faults)
+	}
+	if rep.Violations.Count == 0 || rep.Violations.ByKind["overlap"] == 0 || len(rep.Violations.List) == 0 {
+		t.Fatalf("violations %+v: want overlapping critical sections", rep.Violations)
+	}
+	if v := rep.Violations.List[0]; v.Kind != "overlap" || !strings.Contains(v.Detail, "of overlap") {
+		t.Errorf("first violation %+v, want an overlap with its details", v)
+	}
+	if !strings.Contains(r.stderr, "safety violations found") {
+		t.Errorf("stderr does not report the violations:\n%s", r.stderr)
+	}
+}
+
+func TestTortureText(t *testing.T) {
+	r := redlock(t, nil, "torture", "--duration", "1s", "--faults", "none", "--progress", "0")
+	if r.code != 0 {
+		t.Fatalf("exit %d", r.code)
+	}
+	for _, want := range []string{"5 redis-server masters (quorum 3)", "grants", "faults         none", "violations     0", "no violation"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("report lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+func TestTortureUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"torture", "--faults", "kill,flood"}, `unknown fault "flood"`},
+		{[]string{"torture", "--faults", "kill,kill"}, `"kill" listed twice`},
+		{[]string{"torture", "--duration", "0s"}, "--duration 0s"},
+		{[]string{"torture", "--duration", "soon"}, `invalid value "soon" for --duration`},
+		{[]string{"torture", "--clients", "0"}, "--clients 0"},
+		{[]string{"torture", "--keys", "-1"}, "--keys -1"},
+		{[]string{"torture", "--schedule", "chaos"}, `--schedule "chaos"`},
+		{[]string{"torture", "--schedule", "split-brain", "--faults", "pause"}, "include kill"},
+		{[]string{"torture", "--ttl", "1s", "--quarantine", "500ms"}, "at least the ttl"},
+		{[]string{"torture", "--master-timeout", "600ms"}, "below half the ttl"},
+		{[]string{"torture", "extra"}, `unexpected argument "extra"`},
+	} {
+		t.Run(strings.Join(tc.args[1:], " "), func(t *testing.T) {
+			r := redlock(t, nil, tc.args...)
+			if r.code != exitUsage {
+				t.Errorf("exit %d, want %d", r.code, exitUsage)
+			}
+			first, rest, _ := strings.Cut(r.stderr, "\n")
+			if !strings.Contains(first, tc.want) {
+				t.Errorf("first stderr line %q does not say %q", first, tc.want)
+			}
+			if !strings.HasPrefix(rest, "\nUsage:\n") {
+				t.Errorf("no usage after the error line:\n%s", r.stderr)
+			}
+		})
+	}
+}
+
+func TestTortureWithoutRedisServer(t *testing.T) {
+	r := redlock(t, []string{"PATH=" + t.TempDir()}, "torture", "--duration", "1s")
+	if r.code != exitUsage {
+		t.Fatalf("exit %d, want %d", r.code, exitUsage)
+	}
+	if !strings.Contains(r.stderr, "redis-server") || !strings.Contains(r.stderr, "apt-get install redis-server") || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("stderr is not one line saying how to get redis-server:\n%s", r.stderr)
+	}
+}
+
+func TestTortureHelp(t *testing.T) {
+	r := redlock(t, nil, "torture", "--help")
+	if r.code != 0 {
+		t.Fatalf("exit %d", r.code)
+	}
+	for _, want := range []string{"--faults", "--no-quarantine", "--schedule", "split-brain", "--seed", "Exit status"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+}
+
+// The masters are stopped by pid on every exit path: SIGINT (exit 130),
+// and kill -9 of the command itself (the kernel kills them with it).
+func TestTortureStopsItsMasters(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			cmd := exec.Command(bin, "torture", "--duration", "1m", "--progress", "0")
+			// kill -9 leaves the masters' data directories behind: put them
+			// where the test cleans up.
+			cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(done) }()
+			var pids []int
+			for deadline := time.Now().Add(10 * time.Second); len(pids) < torture.Masters; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					_ = cmd.Process.Kill()
+					<-done
+					t.Fatalf("found %d redis-server children, want %d", len(pids), torture.Masters)
+				}
+				pids = children(cmd.Process.Pid, "redis-server")
+			}
+			time.Sleep(500 * time.Millisecond)
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-done:
+			case <-time.After(15 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+				t.Fatal("still running 15s after the signal")
+			}
+			if sig == syscall.SIGINT {
+				if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+					t.Errorf("exit %d after SIGINT, want %d; stderr:\n%s", code, exitInterrupted, stderr.String())
+				}
+			}
+			for _, pid := range pids {
+				deadline := time.Now().Add(5 * time.Second)
+				for syscall.Kill(pid, 0) == nil {
+					if time.Now().After(deadline) {
+						_ = syscall.Kill(pid, syscall.SIGKILL)
+						t.Fatalf("redis-server %d outlived the torture command (%v)", pid, sig)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+		})
+	}
+}
+
+// children lists the pids of parent's child processes named name.
+func children(parent int, name string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		s := string(b)
+		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || closing < open {
+			continue
+		}
+		f := strings.Fields(s[closing+1:])
+		if len(f) < 2 || s[open+1:closing] != name {
+			continue
+		}
+		if ppid, _ := strconv.Atoi(f[1]); ppid == parent {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// In process: a short run with every fault leaves no goroutine behind.
+func TestTortureInProcess(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	cfg := torture.DefaultConfig()
+	cfg.Duration, cfg.Engines, cfg.Clients, cfg.Keys = 3*time.Second, 2, 4, 4
+	cfg.FaultInterval = 200 * time.Millisecond
+	var out bytes.Buffer
+	err := runTorture(context.Background(), &out, cfg, false)
+	if err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			t.Fatalf("exit %d: %v\n%s", ee.code, ee.err, out.String())
+		}
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "no violation") {
+		t.Fatalf("report:\n%s", out.String())
+	}
+}

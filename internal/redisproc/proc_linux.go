@@ -1,0 +1,12 @@
+package redisproc
+
+import "syscall"
+
+// sysProcAttr makes the kernel kill redis-server when the program that
+// started it dies without stopping it (a panic on another goroutine, kill -9),
+// so no server is left behind. Strictly the signal follows the OS thread that
+// started the process, and the Go runtime keeps its threads alive unless a
+// goroutine exits while locked to one, which this package never does.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}

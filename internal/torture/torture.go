@@ -1,0 +1,579 @@
+// Package torture runs the lock engine against real redis-server masters
+// under injected faults and checks the history of what every holder did:
+// the engine behind `redlock torture`.
+//
+// Setup: five redis-server processes on free loopback ports (no
+// persistence), started and stopped by pid (internal/redisproc); several
+// independent engines, each with its own connections; with proxy faults on,
+// every connection of every engine passes through a TCP fault proxy of its
+// own (internal/faultproxy); every master of every engine is wrapped by the
+// fault-injecting transport (transport/faulty).
+//
+// Workload: each engine runs clients that loop Lock (fencing on) ->
+// critical section -> Unlock over a few keys, recording every grant and
+// section in a history.Recorder. Most sections are short; a few hold the
+// lock for much of its validity, a few keep it with auto-extension, and a
+// few try to run past their validity and must be stopped by the lost-lock
+// signal.
+//
+// Faults (by kind, chosen from a seeded generator): kill (kill -9 of one,
+// two or a majority of masters and restart EMPTY on the same port at once),
+// pause (SIGSTOP/SIGCONT), latency and partition (transport/faulty: added
+// latency, unreachable masters, lost replies), proxy (delays, RST resets
+// and cuts of real TCP connections).
+//
+// At the end history.Check judges the history. All engines share this
+// process's monotonic clock, which is what makes the times comparable.
+package torture
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/engine"
+	"github.com/quorumlock/redlock/internal/faultproxy"
+	"github.com/quorumlock/redlock/internal/history"
+	"github.com/quorumlock/redlock/internal/redisproc"
+	"github.com/quorumlock/redlock/transport"
+	"github.com/quorumlock/redlock/transport/faulty"
+	"github.com/quorumlock/redlock/transport/redis"
+)
+
+// Fault kinds.
+const (
+	Kill      = "kill"
+	Pause     = "pause"
+	Latency   = "latency"
+	Partition = "partition"
+	Proxy     = "proxy"
+)
+
+// Kinds lists every fault kind, in report order.
+var Kinds = []string{Kill, Pause, Latency, Partition, Proxy}
+
+// Schedules.
+const (
+	// Mixed draws every fault kind enabled, with random targets and
+	// durations.
+	Mixed = "mixed"
+	// SplitBrain only kills: each fault kills a majority of the masters
+	// right after a client began a long critical section and restarts them
+	// empty at once. Without the restart quarantine this hands the lock to
+	// a second holder while the first still holds it; it is the negative
+	// control that shows the checker bites.
+	SplitBrain = "split-brain"
+)
+
+// Masters is the number of masters torture starts.
+const Masters = 5
+
+// Config is one torture run.
+type Config struct {
+	Duration   time.Duration
+	Seed       uint64
+	Engines    int
+	Clients    int // per engine
+	Keys       int
+	Faults     []string // a subset of Kinds
+	Schedule   string   // Mixed or SplitBrain
+	Quarantine bool     // false: engines built WithoutRestartQuarantine
+	// QuarantinePeriod is the restart quarantine period; 0 means the TTL.
+	QuarantinePeriod time.Duration
+	TTL              time.Duration
+	MasterTimeout    time.Duration
+	FaultInterval    time.Duration // mean time between two faults
+	Work             time.Duration // the longest short critical section
+	// Progress, when set, gets a line every ProgressEvery.
+	Progress      io.Writer
+	ProgressEvery time.Duration
+	// MaxListed bounds the violations listed in the report (all are counted).
+	MaxListed int
+	// EngineLog, when set, receives the engines' logs (warnings and up),
+	// each line tagged with its engine.
+	EngineLog io.Writer
+}
+
+// DefaultConfig is the configuration of a plain `redlock torture`.
+func DefaultConfig() Config {
+	return Config{
+		Duration:      time.Minute,
+		Seed:          1,
+		Engines:       3,
+		Clients:       24,
+		Keys:          32,
+		Faults:        slices.Clone(Kinds),
+		Schedule:      Mixed,
+		Quarantine:    true,
+		TTL:           time.Second,
+		MasterTimeout: 100 * time.Millisecond,
+		FaultInterval: time.Second,
+		Work:          time.Millisecond,
+		ProgressEvery: 10 * time.Second,
+		MaxListed:     20,
+	}
+}
+
+// Validate checks the configuration; its errors are usage errors.
+func (c *Config) Validate() error {
+	switch {
+	case c.Duration <= 0:
+		return fmt.Errorf("--duration %v: want a positive duration", c.Duration)
+	case c.Engines < 1 || c.Engines > 16:
+		return fmt.Errorf("--engines %d: want 1 to 16", c.Engines)
+	case c.Clients < 1 || c.Clients > 256:
+		return fmt.Errorf("--clients %d: want 1 to 256", c.Clients)
+	case c.Keys < 1 || c.Keys > 10000:
+		return fmt.Errorf("--keys %d: want 1 to 10000", c.Keys)
+	case c.TTL < 50*time.Millisecond || c.TTL > time.Minute:
+		return fmt.Errorf("--ttl %v: want 50ms to 1m", c.TTL)
+	case c.MasterTimeout <= 0 || c.MasterTimeout >= c.TTL/2:
+		return fmt.Errorf("--master-timeout %v: want a positive duration below half the ttl", c.MasterTimeout)
+	case c.FaultInterval < time.Millisecond:
+		return fmt.Errorf("--fault-interval %v: want at least 1ms", c.FaultInterval)
+	case c.Work < 0 || c.Work >= c.TTL/2:
+		return fmt.Errorf("--work %v: want 0 or more, below half the ttl", c.Work)
+	case c.QuarantinePeriod != 0 && c.QuarantinePeriod < c.TTL:
+		return fmt.Errorf("--quarantine %v: want at least the ttl %v (the engine refuses a shorter one)", c.QuarantinePeriod, c.TTL)
+	case c.MaxListed < 0:
+		return fmt.Errorf("--max-listed %d: want 0 or more", c.MaxListed)
+	case c.Schedule != Mixed && c.Schedule != SplitBrain:
+		return fmt.Errorf("--schedule %q: want %s or %s", c.Schedule, Mixed, SplitBrain)
+	}
+	seen := map[string]bool{}
+	for _, f := range c.Faults {
+		if !slices.Contains(Kinds, f) {
+			return fmt.Errorf("--faults: unknown fault %q; want a comma-separated list of %v (or none)", f, Kinds)
+		}
+		if seen[f] {
+			return fmt.Errorf("--faults: %q listed twice", f)
+		}
+		seen[f] = true
+	}
+	if c.Schedule == SplitBrain && !seen[Kill] {
+		return fmt.Errorf("--schedule %s kills masters: include kill in --faults", SplitBrain)
+	}
+	return nil
+}
+
+func (c *Config) period() time.Duration {
+	if c.QuarantinePeriod > 0 {
+		return c.QuarantinePeriod
+	}
+	return c.TTL
+}
+
+func (c *Config) has(kind string) bool { return slices.Contains(c.Faults, kind) }
+
+// Report is the outcome of a run, as `--json` prints it.
+type Report struct {
+	Seed          uint64  `json:"seed"`
+	DurationS     float64 `json:"duration_s"`
+	Schedule      string  `json:"schedule"`
+	Quarantine    bool    `json:"quarantine"`
+	QuarantineMS  float64 `json:"quarantine_ms,omitempty"`
+	Masters       int     `json:"masters"`
+	Quorum        int     `json:"quorum"`
+	Engines       int     `json:"engines"`
+	Clients       int     `json:"clients"`
+	Keys          int     `json:"keys"`
+	TTLMS         float64 `json:"ttl_ms"`
+	MasterTimeout float64 `json:"master_timeout_ms"`
+
+	Grants       int64   `json:"grants"`
+	GrantsPerSec float64 `json:"grants_per_sec"`
+	Sections     int64   `json:"sections"`
+	// Held is the grants by how the holder used them (short, long,
+	// extended, overrun).
+	Held map[string]int64 `json:"held"`
+	// LockErrors counts failed Lock calls (each retried until its own
+	// timeout) and failed Unlocks by kind.
+	LockErrors   map[string]int64 `json:"lock_errors"`
+	UnlockErrors map[string]int64 `json:"unlock_errors"`
+
+	// Faults counts injections by kind; FaultDetail breaks them down.
+	Faults      map[string]int64 `json:"faults"`
+	FaultDetail map[string]int64 `json:"fault_detail"`
+	// Resets are the moments the fencing precondition was broken on purpose
+	// (a majority of masters lost their counters); tokens are not compared
+	// across them.
+	Resets int `json:"fence_resets"`
+
+	Violations Violations `json:"violations"`
+	// Events is the fault timeline on the history's timebase (the first
+	// MaxEvents).
+	Events []Event `json:"fault_events"`
+}
+
+// Event is one injected fault.
+type Event struct {
+	Kind   string        `json:"kind"`
+	What   string        `json:"what"`
+	At     time.Duration `json:"at"`
+	Healed time.Duration `json:"healed,omitempty"`
+}
+
+// MaxEvents bounds the fault timeline kept in a report.
+const MaxEvents = 100_000
+
+// Violations is what the checker found.
+type Violations struct {
+	Count  int                 `json:"count"`
+	ByKind map[string]int      `json:"by_kind"`
+	List   []history.Violation `json:"list"` // the first MaxListed, overlaps first
+}
+
+// ErrSetup wraps errors that stop a run before it starts (no redis-server,
+// masters never voting).
+var ErrSetup = errors.New("torture setup failed")
+
+// run is the state of one torture run.
+type run struct {
+	cfg     Config
+	servers []*redisproc.Server
+	proxies [][]*faultproxy.Proxy // [engine][master]; nil without proxy faults
+	links   [][]*faulty.Transport // [engine][master]
+	engines []*engine.Engine
+	keys    []string
+	rec     *history.Recorder
+	quorum  int
+
+	holds chan holdEvent // long sections beginning, for targeted kills
+
+	mu          sync.Mutex
+	faults      map[string]int64
+	detail      map[string]int64
+	lockErrs    map[string]int64
+	unlockErrs  map[string]int64
+	held        map[string]int64
+	sections    atomic.Int64
+	events      []Event
+	lastCounter []map[string]int64 // per master: counters last read since its last restart
+
+	serverMu []sync.Mutex // serialises process faults per master
+	faultWG  sync.WaitGroup
+	unlocks  sync.WaitGroup
+}
+
+type holdEvent struct {
+	key string
+	at  time.Time
+}
+
+// Run runs one torture and returns its report. An error means the run could
+// not be set up (wrapping ErrSetup) or ctx ended before it started.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &run{
+		cfg:         cfg,
+		quorum:      Masters/2 + 1,
+		holds:       make(chan holdEvent, 1),
+		faults:      map[string]int64{},
+		detail:      map[string]int64{},
+		lockErrs:    map[string]int64{},
+		unlockErrs:  map[string]int64{},
+		held:        map[string]int64{},
+		lastCounter: make([]map[string]int64, Masters),
+		serverMu:    make([]sync.Mutex, Masters),
+	}
+	for _, f := range cfg.Faults {
+		r.faults[f] = 0
+	}
+	for i := range cfg.Keys {
+		r.keys = append(r.keys, "torture:"+strconv.Itoa(i))
+	}
+	defer r.teardown()
+	if err := r.setup(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.waitVoting(ctx); err != nil {
+		return nil, err
+	}
+	return r.execute(ctx)
+}
+
+func (r *run) setup(ctx context.Context) error {
+	servers, err := redisproc.Start(ctx, Masters)
+	if err != nil {
+		return fmt.Errorf("%w: starting %d redis-server masters: %w", ErrSetup, Masters, err)
+	}
+	r.servers = servers
+	for e := range r.cfg.Engines {
+		addrs := make([]string, Masters)
+		for m, s := range servers {
+			addrs[m] = s.Addr
+		}
+		if r.cfg.has(Proxy) {
+			row := make([]*faultproxy.Proxy, Masters)
+			r.proxies = append(r.proxies, row)
+			for m, s := range servers {
+				p, err := faultproxy.New(s.Addr)
+				if err != nil {
+					return fmt.Errorf("%w: %w", ErrSetup, err)
+				}
+				row[m] = p
+				addrs[m] = p.Addr()
+			}
+		}
+		ts := make([]transport.Transport, Masters)
+		row := make([]*faulty.Transport, Masters)
+		for m, addr := range addrs {
+			rt, err := redis.New(redis.Config{Addr: addr, OpTimeout: r.cfg.MasterTimeout})
+			if err != nil {
+				closeAll(ts[:m])
+				return fmt.Errorf("%w: %w", ErrSetup, err)
+			}
+			row[m] = faulty.Wrap(rt, faulty.Config{Seed: r.cfg.Seed*1_000_003 + uint64(e*Masters+m)})
+			ts[m] = row[m]
+		}
+		r.links = append(r.links, row)
+		q := api.WithRestartQuarantine(r.cfg.period())
+		if !r.cfg.Quarantine {
+			q = api.WithoutRestartQuarantine()
+		}
+		opts := []api.Option{api.WithTTL(r.cfg.TTL), api.WithMasterTimeout(r.cfg.MasterTimeout), q}
+		if r.cfg.EngineLog != nil {
+			h := slog.NewTextHandler(r.cfg.EngineLog, &slog.HandlerOptions{Level: slog.LevelWarn})
+			opts = append(opts, api.WithLogger(slog.New(h).With("engine", e+1)))
+		}
+		eng, err := engine.NewWithTransports(ts, opts...)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrSetup, err)
+		}
+		r.engines = append(r.engines, eng)
+	}
+	return nil
+}
+
+func closeAll(ts []transport.Transport) {
+	for _, t := range ts {
+		if t != nil {
+			_ = t.Close()
+		}
+	}
+}
+
+// waitVoting waits until every engine can take a lock: the masters are
+// fresh, so with the quarantine on they sit out their first period.
+func (r *run) waitVoting(ctx context.Context) error {
+	limit := r.cfg.period() + 10*time.Second
+	deadline := time.Now().Add(limit)
+	for e, eng := range r.engines {
+		for {
+			l, err := eng.TryLock(ctx, "torture-probe:"+strconv.Itoa(e))
+			if err == nil {
+				uctx, cancel := context.WithTimeout(ctx, time.Second)
+				_ = l.Unlock(uctx)
+				cancel()
+				break
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%w: engine %d could not take a lock within %v: %w", ErrSetup, e+1, limit, err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// teardown heals everything, closes the engines, proxies and stops the
+// servers. It runs on every exit path of Run.
+func (r *run) teardown() {
+	r.healAll()
+	for _, e := range r.engines {
+		_ = e.Close()
+	}
+	for _, row := range r.proxies {
+		for _, p := range row {
+			if p != nil {
+				_ = p.Close()
+			}
+		}
+	}
+	redisproc.StopAll(r.servers)
+}
+
+// healAll ends every fault in progress.
+func (r *run) healAll() {
+	for i, s := range r.servers {
+		r.serverMu[i].Lock()
+		if s.Paused() {
+			_ = s.Resume()
+		}
+		r.serverMu[i].Unlock()
+	}
+	for _, row := range r.links {
+		for _, l := range row {
+			l.Resume()
+			l.Heal()
+			l.SetLatency(0, 0)
+		}
+	}
+	for _, row := range r.proxies {
+		for _, p := range row {
+			if p != nil {
+				p.Heal()
+				p.SetDelay(0)
+			}
+		}
+	}
+}
+
+func (r *run) execute(ctx context.Context) (*Report, error) {
+	r.rec = history.NewRecorder()
+	runCtx, cancel := context.WithTimeout(ctx, r.cfg.Duration)
+	defer cancel()
+	start := time.Now()
+
+	var workers sync.WaitGroup
+	for e, eng := range r.engines {
+		for c := range r.cfg.Clients {
+			workers.Go(func() { r.client(runCtx, eng, e, c) })
+		}
+	}
+	var sched sync.WaitGroup
+	faultCtx, stopFaults := context.WithCancel(runCtx)
+	sched.Go(func() { r.schedule(faultCtx) })
+	var prog sync.WaitGroup
+	progCtx, stopProg := context.WithCancel(context.Background())
+	if r.cfg.Progress != nil && r.cfg.ProgressEvery > 0 {
+		prog.Go(func() { r.progress(progCtx, start) })
+	}
+
+	<-runCtx.Done()
+	stopFaults()
+	sched.Wait()
+	r.faultWG.Wait()
+	r.healAll() // cuts and partitions heal on their own timers; end them now
+	workers.Wait()
+	elapsed := time.Since(start)
+	r.unlocks.Wait()
+	stopProg()
+	prog.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	h := r.rec.History()
+	vs := history.Check(h)
+	rep := r.report(h, vs, elapsed)
+	return rep, nil
+}
+
+func (r *run) progress(ctx context.Context, start time.Time) {
+	t := time.NewTicker(r.cfg.ProgressEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.mu.Lock()
+			f := maps.Clone(r.faults)
+			r.mu.Unlock()
+			fmt.Fprintf(r.cfg.Progress, "redlock torture: %v: %d grants, faults %v\n",
+				time.Since(start).Round(time.Second), r.rec.Grants(), f)
+		}
+	}
+}
+
+// event records a fault on the timeline.
+func (r *run) event(kind, what string, at, healed time.Duration) {
+	r.mu.Lock()
+	if len(r.events) < MaxEvents {
+		r.events = append(r.events, Event{Kind: kind, What: what, At: at, Healed: healed})
+	}
+	r.mu.Unlock()
+}
+
+func (r *run) count(m map[string]int64, k string, n int64) {
+	r.mu.Lock()
+	m[k] += n
+	r.mu.Unlock()
+}
+
+func (r *run) report(h history.History, vs []history.Violation, elapsed time.Duration) *Report {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rep := &Report{
+		Seed:          r.cfg.Seed,
+		DurationS:     round(elapsed.Seconds(), 3),
+		Schedule:      r.cfg.Schedule,
+		Quarantine:    r.cfg.Quarantine,
+		Masters:       Masters,
+		Quorum:        r.quorum,
+		Engines:       r.cfg.Engines,
+		Clients:       r.cfg.Clients,
+		Keys:          r.cfg.Keys,
+		TTLMS:         float64(r.cfg.TTL) / 1e6,
+		MasterTimeout: float64(r.cfg.MasterTimeout) / 1e6,
+		Grants:        int64(len(h.Grants)),
+		Sections:      r.sections.Load(),
+		Held:          maps.Clone(r.held),
+		LockErrors:    maps.Clone(r.lockErrs),
+		UnlockErrors:  maps.Clone(r.unlockErrs),
+		Faults:        maps.Clone(r.faults),
+		FaultDetail:   maps.Clone(r.detail),
+		Resets:        len(h.Resets),
+		Events:        slices.Clone(r.events),
+	}
+	if r.cfg.Quarantine {
+		rep.QuarantineMS = float64(r.cfg.period()) / 1e6
+	}
+	if elapsed > 0 {
+		rep.GrantsPerSec = round(float64(rep.Grants)/elapsed.Seconds(), 1)
+	}
+	rep.Violations.Count = len(vs)
+	rep.Violations.ByKind = map[string]int{}
+	for _, v := range vs {
+		rep.Violations.ByKind[string(v.Kind)]++
+	}
+	// List the most telling first: overlaps, then the rest, earliest first.
+	sorted := slices.Clone(vs)
+	rank := map[history.Kind]int{history.Overlap: 0, history.GrantOverlap: 1, history.Overrun: 2, history.TokenOrder: 3}
+	slices.SortStableFunc(sorted, func(a, b history.Violation) int {
+		if c := cmp.Compare(rank[a.Kind], rank[b.Kind]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.A.GrantedAt, b.A.GrantedAt)
+	})
+	n := min(len(sorted), r.cfg.MaxListed)
+	rep.Violations.List = sorted[:n]
+	if rep.Violations.List == nil {
+		rep.Violations.List = []history.Violation{}
+	}
+	return rep
+}
+
+func round(x float64, digits int) float64 {
+	p := 1.0
+	for range digits {
+		p *= 10
+	}
+	return float64(int64(x*p+0.5)) / p
+}
+
+// rngFor returns a generator for one stream of the run's seed.
+func (r *run) rngFor(stream uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(r.cfg.Seed, stream))
+}

@@ -1,0 +1,616 @@
+// Package faulty wraps any transport.Transport and injects the faults of a
+// bad link to its master, deterministically from a seed:
+//
+//   - Latency: every batch waits a fixed delay plus a uniform jitter before
+//     it is sent. A caller whose context ends during the wait gets an error
+//     and the batch is not applied.
+//   - Dropped replies: the batch IS applied, but an op's result says Err.
+//     This is the dangerous case a timed-out SET stands for: the engine
+//     must not treat it as "not taken" (transport contract), and must clean
+//     it up. Random (Config.DropRate) or all replies for a while
+//     (DropReplies: a one-way partition).
+//   - Partitions: the master is unreachable for a while; Do fails at once
+//     with transport.ErrUnavailable and nothing is applied (Partition, or
+//     at random with Config.FailRate).
+//   - Pauses: Do is held until Resume or until its context ends, like a
+//     master stopped with SIGSTOP. A batch whose caller gave up is still
+//     applied on Resume, in arrival order, before anything sent later: a
+//     paused master processes the commands queued on its socket when it
+//     continues, and a release sent after a timed-out SET can never
+//     overtake it.
+//
+// Random draws come from a math/rand/v2 PCG seeded with Config.Seed, one
+// generator per Transport, so the same seed and the same sequence of calls
+// give the same faults. With every fault off the wrapper is transparent:
+// it passes the conformance suite (transporttest).
+//
+// The optional interfaces (InfoReporter, Epocher, Namer, Pinger) are
+// delegated to the wrapped transport; ServerInfo and Ping suffer the same
+// partitions, pauses and latency as Do. View returns a transport.Transport
+// that implements exactly the optional interfaces the wrapped one does, for
+// wrapping a transport that lacks some of them.
+package faulty
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quorumlock/redlock/transport"
+)
+
+// ErrReplyLost is the Err of an op that was applied but whose reply was
+// dropped.
+var ErrReplyLost = errors.New("faulty: reply lost (the op was applied)")
+
+// drainTimeout bounds the Do of a held batch applied on Resume after its
+// caller gave up.
+const drainTimeout = 5 * time.Second
+
+// Config sets the random faults of a Transport. The zero value injects
+// nothing.
+type Config struct {
+	// Seed seeds the fault generator; wrap each master with a different
+	// seed to get different (but reproducible) faults per master.
+	Seed uint64
+	// Latency is added to every batch, plus a uniform draw in [0, Jitter).
+	Latency, Jitter time.Duration
+	// DropRate is the share of ops (0 to 1) that are applied but whose
+	// reply is lost.
+	DropRate float64
+	// FailRate is the share of batches (0 to 1) that fail fast without
+	// being applied, as on a flaky link.
+	FailRate float64
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Latency < 0 || c.Jitter < 0:
+		return fmt.Errorf("faulty: latency %v and jitter %v must be >= 0", c.Latency, c.Jitter)
+	case !(c.DropRate >= 0 && c.DropRate <= 1):
+		return fmt.Errorf("faulty: drop rate %v must be in [0, 1]", c.DropRate)
+	case !(c.FailRate >= 0 && c.FailRate <= 1):
+		return fmt.Errorf("faulty: fail rate %v must be in [0, 1]", c.FailRate)
+	}
+	return nil
+}
+
+// Stats counts the faults a Transport injected.
+type Stats struct {
+	Batches     int64 // Do calls
+	Delayed     int64 // batches that waited for added latency
+	Dropped     int64 // ops applied whose reply was lost
+	Partitioned int64 // batches failed fast, not applied
+	Held        int64 // batches held by a pause
+	Abandoned   int64 // held batches whose caller gave up (applied on Resume)
+}
+
+// Transport is a transport with injected faults. It is safe for concurrent
+// use.
+type Transport struct {
+	inner transport.Transport
+
+	mu        sync.Mutex
+	rng       *rand.Rand
+	cfg       Config
+	partUntil time.Time
+	dropUntil time.Time
+	paused    bool
+	draining  bool
+	queue     []*job
+	closed    bool
+	closedCh  chan struct{}
+	errClosed error
+
+	wg sync.WaitGroup // the drain goroutine
+
+	batches, delayed, dropped, partitioned, held, abandoned atomic.Int64
+}
+
+// job is a batch held by a pause.
+type job struct {
+	ops  []transport.Op
+	res  []transport.Result
+	err  error
+	done chan struct{}
+}
+
+var (
+	_ transport.Transport    = (*Transport)(nil)
+	_ transport.InfoReporter = (*Transport)(nil)
+	_ transport.Epocher      = (*Transport)(nil)
+	_ transport.Namer        = (*Transport)(nil)
+	_ transport.Pinger       = (*Transport)(nil)
+)
+
+// Wrap returns t with the faults of cfg. The wrapper owns t: Close closes
+// it. It panics on an invalid cfg (a negative latency, a rate outside
+// [0, 1]): fault schedules are code, not input.
+func Wrap(t transport.Transport, cfg Config) *Transport {
+	if err := cfg.validate(); err != nil {
+		panic(err)
+	}
+	return &Transport{
+		inner:     t,
+		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		cfg:       cfg,
+		closedCh:  make(chan struct{}),
+		errClosed: fmt.Errorf("faulty: %w", transport.ErrClosed),
+	}
+}
+
+// Inner returns the wrapped transport.
+func (t *Transport) Inner() transport.Transport { return t.inner }
+
+// Stats returns the fault counters.
+func (t *Transport) Stats() Stats {
+	return Stats{
+		Batches: t.batches.Load(), Delayed: t.delayed.Load(), Dropped: t.dropped.Load(),
+		Partitioned: t.partitioned.Load(), Held: t.held.Load(), Abandoned: t.abandoned.Load(),
+	}
+}
+
+// SetLatency sets the added latency of later batches: latency plus a
+// uniform draw in [0, jitter).
+func (t *Transport) SetLatency(latency, jitter time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.cfg.Latency, t.cfg.Jitter = max(latency, 0), max(jitter, 0)
+}
+
+// SetDropRate sets the share of ops whose reply is lost after being applied.
+func (t *Transport) SetDropRate(p float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.cfg.DropRate = min(max(p, 0), 1)
+}
+
+// SetFailRate sets the share of batches that fail fast, unapplied.
+func (t *Transport) SetFailRate(p float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.cfg.FailRate = min(max(p, 0), 1)
+}
+
+// Partition makes the master unreachable for d from now (extending a
+// partition in progress if it would end sooner): Do, Ping and ServerInfo
+// fail at once with transport.ErrUnavailable, and nothing is applied.
+func (t *Transport) Partition(d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if end := time.Now().Add(d); end.After(t.partUntil) {
+		t.partUntil = end
+	}
+}
+
+// DropReplies loses every reply for d from now: ops are applied, their
+// results say Err (a one-way partition: requests arrive, replies do not).
+func (t *Transport) DropReplies(d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if end := time.Now().Add(d); end.After(t.dropUntil) {
+		t.dropUntil = end
+	}
+}
+
+// Heal ends a partition and a DropReplies period now.
+func (t *Transport) Heal() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.partUntil, t.dropUntil = time.Time{}, time.Time{}
+}
+
+// Pause holds every later Do, Ping and ServerInfo until Resume (or until
+// the caller's context ends; the batch is then still applied on Resume).
+func (t *Transport) Pause() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.paused = true
+}
+
+// Paused reports whether the transport is paused.
+func (t *Transport) Paused() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.paused
+}
+
+// Resume ends a pause: the held batches are applied in arrival order, then
+// later ones.
+func (t *Transport) Resume() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.paused {
+		return
+	}
+	t.paused = false
+	t.startDrainLocked()
+}
+
+func (t *Transport) startDrainLocked() {
+	if t.draining || len(t.queue) == 0 || t.closed {
+		return
+	}
+	t.draining = true
+	t.wg.Add(1)
+	go t.drain()
+}
+
+// drain applies the held batches one at a time, in order, until the queue
+// is empty, the transport is paused again or closed.
+func (t *Transport) drain() {
+	defer t.wg.Done()
+	for {
+		t.mu.Lock()
+		if t.paused || t.closed || len(t.queue) == 0 {
+			t.draining = false
+			t.mu.Unlock()
+			return
+		}
+		j := t.queue[0]
+		t.queue[0] = nil
+		t.queue = t.queue[1:]
+		t.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+		j.err = t.inner.Do(ctx, j.ops, j.res)
+		cancel()
+		close(j.done)
+	}
+}
+
+// plan is what the faults decided for one call.
+type plan struct {
+	delay time.Duration
+	fail  error // fail fast, unapplied
+	drop  bool  // lose every reply
+}
+
+// decide draws the faults of one call. It also returns the drop rate, for
+// the per-op draws after the call.
+func (t *Transport) decide() (plan, float64, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return plan{}, 0, t.errClosed
+	}
+	var p plan
+	now := time.Now()
+	switch {
+	case now.Before(t.partUntil):
+		p.fail = fmt.Errorf("%w: faulty: partitioned for another %v", transport.ErrUnavailable, t.partUntil.Sub(now).Round(time.Millisecond))
+	case t.cfg.FailRate > 0 && t.rng.Float64() < t.cfg.FailRate:
+		p.fail = fmt.Errorf("%w: faulty: link failed", transport.ErrUnavailable)
+	}
+	if p.fail != nil {
+		return p, 0, nil
+	}
+	p.delay = t.cfg.Latency
+	if t.cfg.Jitter > 0 {
+		p.delay += time.Duration(t.rng.Int64N(int64(t.cfg.Jitter)))
+	}
+	p.drop = now.Before(t.dropUntil)
+	return p, t.cfg.DropRate, nil
+}
+
+// wait sleeps d or until ctx ends or the transport closes.
+func (t *Transport) wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t.delayed.Add(1)
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("faulty: waiting out added latency: %w", ctx.Err())
+	case <-t.closedCh:
+		return t.errClosed
+	}
+}
+
+// Do applies ops on the wrapped transport, with the faults.
+func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transport.Result) error {
+	t.batches.Add(1)
+	p, dropRate, err := t.decide()
+	if err != nil {
+		return transport.Fail(results, err)
+	}
+	if p.fail != nil {
+		t.partitioned.Add(1)
+		return transport.Fail(results, p.fail)
+	}
+	if err := t.wait(ctx, p.delay); err != nil {
+		return transport.Fail(results, err)
+	}
+	if err := t.apply(ctx, ops, results); err != nil {
+		return err
+	}
+	// Replies lost after the fact: the ops were applied.
+	// (An op the master refused as malformed keeps its own error.)
+	if p.drop {
+		for i := range results {
+			if results[i].Err == nil {
+				results[i] = transport.Result{Err: ErrReplyLost}
+				t.dropped.Add(1)
+			}
+		}
+		return nil
+	}
+	if dropRate > 0 {
+		t.mu.Lock()
+		for i := range results {
+			if results[i].Err == nil && t.rng.Float64() < dropRate {
+				results[i] = transport.Result{Err: ErrReplyLost}
+				t.dropped.Add(1)
+			}
+		}
+		t.mu.Unlock()
+	}
+	return nil
+}
+
+// apply sends the batch to the wrapped transport, or, while paused (or
+// while a Resume is still applying held batches), queues it behind them and
+// waits for it, for ctx, or for Close.
+func (t *Transport) apply(ctx context.Context, ops []transport.Op, results []transport.Result) error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return transport.Fail(results, t.errClosed)
+	}
+	if !t.paused && !t.draining {
+		t.mu.Unlock()
+		return t.inner.Do(ctx, ops, results)
+	}
+	j := &job{ops: slices.Clone(ops), res: make([]transport.Result, len(ops)), done: make(chan struct{})}
+	t.held.Add(1)
+	t.queue = append(t.queue, j)
+	t.startDrainLocked() // no-op while paused
+	t.mu.Unlock()
+	select {
+	case <-j.done:
+		copy(results, j.res)
+		return j.err
+	case <-ctx.Done():
+		// The master will still apply it when it continues.
+		t.abandoned.Add(1)
+		return transport.Fail(results, fmt.Errorf("faulty: master paused: %w", ctx.Err()))
+	case <-t.closedCh:
+		return transport.Fail(results, t.errClosed)
+	}
+}
+
+// gate applies partitions, latency and pauses to a call that is not a batch
+// (Ping, ServerInfo). A paused master answers them once resumed.
+func (t *Transport) gate(ctx context.Context) error {
+	p, _, err := t.decide()
+	if err != nil {
+		return err
+	}
+	if p.fail != nil {
+		return p.fail
+	}
+	if err := t.wait(ctx, p.delay); err != nil {
+		return err
+	}
+	if p.drop {
+		return ErrReplyLost
+	}
+	for {
+		t.mu.Lock()
+		if !t.paused && !t.draining {
+			t.mu.Unlock()
+			return nil
+		}
+		t.mu.Unlock()
+		// Polling keeps the pause state simple; the calls it gates are rare
+		// (health and info checks).
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("faulty: master paused: %w", ctx.Err())
+		case <-t.closedCh:
+			return t.errClosed
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// Close fails held and later calls with transport.ErrClosed (held batches
+// are never applied), waits for the wrapper's goroutine and closes the
+// wrapped transport. It is idempotent.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	close(t.closedCh)
+	t.queue = nil
+	t.mu.Unlock()
+	t.wg.Wait()
+	return t.inner.Close()
+}
+
+// ServerInfo delegates to the wrapped transport's, through the faults. A
+// wrapped transport without it answers an error wrapping
+// errors.ErrUnsupported (use View to hide the method instead).
+func (t *Transport) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
+	ir, ok := t.inner.(transport.InfoReporter)
+	if !ok {
+		return transport.ServerInfo{}, fmt.Errorf("faulty: wrapped transport reports no server info: %w", errors.ErrUnsupported)
+	}
+	if err := t.gate(ctx); err != nil {
+		return transport.ServerInfo{}, err
+	}
+	return ir.ServerInfo(ctx)
+}
+
+// Ping delegates to the wrapped transport's, through the faults; without
+// one it answers nil once the faults let it through.
+func (t *Transport) Ping(ctx context.Context) error {
+	if err := t.gate(ctx); err != nil {
+		return err
+	}
+	if p, ok := t.inner.(transport.Pinger); ok {
+		return p.Ping(ctx)
+	}
+	return nil
+}
+
+// Epoch delegates to the wrapped transport's; 0 (never changes) without one,
+// which the engine treats like a transport without Epocher.
+func (t *Transport) Epoch() uint64 {
+	if e, ok := t.inner.(transport.Epocher); ok {
+		return e.Epoch()
+	}
+	return 0
+}
+
+// Name delegates to the wrapped transport's; without one it is "faulty".
+func (t *Transport) Name() string {
+	if n, ok := t.inner.(transport.Namer); ok {
+		return n.Name()
+	}
+	return "faulty"
+}
+
+// View returns t as a transport.Transport that implements exactly the
+// optional interfaces (InfoReporter, Epocher, Namer, Pinger) of the wrapped
+// transport, so that the engine treats the wrapped master as it would
+// treat it unwrapped. For transports that implement all four (Redis,
+// memory) t itself is the same.
+func (t *Transport) View() transport.Transport {
+	b := base{t}
+	var mask int
+	if _, ok := t.inner.(transport.InfoReporter); ok {
+		mask |= 1
+	}
+	if _, ok := t.inner.(transport.Epocher); ok {
+		mask |= 2
+	}
+	if _, ok := t.inner.(transport.Namer); ok {
+		mask |= 4
+	}
+	if _, ok := t.inner.(transport.Pinger); ok {
+		mask |= 8
+	}
+	i, e, n, p := info{t}, epoch{t}, name{t}, ping{t}
+	switch mask {
+	case 0:
+		return struct{ base }{b}
+	case 1:
+		return struct {
+			base
+			info
+		}{b, i}
+	case 2:
+		return struct {
+			base
+			epoch
+		}{b, e}
+	case 3:
+		return struct {
+			base
+			info
+			epoch
+		}{b, i, e}
+	case 4:
+		return struct {
+			base
+			name
+		}{b, n}
+	case 5:
+		return struct {
+			base
+			info
+			name
+		}{b, i, n}
+	case 6:
+		return struct {
+			base
+			epoch
+			name
+		}{b, e, n}
+	case 7:
+		return struct {
+			base
+			info
+			epoch
+			name
+		}{b, i, e, n}
+	case 8:
+		return struct {
+			base
+			ping
+		}{b, p}
+	case 9:
+		return struct {
+			base
+			info
+			ping
+		}{b, i, p}
+	case 10:
+		return struct {
+			base
+			epoch
+			ping
+		}{b, e, p}
+	case 11:
+		return struct {
+			base
+			info
+			epoch
+			ping
+		}{b, i, e, p}
+	case 12:
+		return struct {
+			base
+			name
+			ping
+		}{b, n, p}
+	case 13:
+		return struct {
+			base
+			info
+			name
+			ping
+		}{b, i, n, p}
+	case 14:
+		return struct {
+			base
+			epoch
+			name
+			ping
+		}{b, e, n, p}
+	}
+	return t
+}
+
+// The pieces View assembles; each holds the wrapper under its own field
+// name so that embedding several of them leaves no ambiguous method.
+type (
+	base  struct{ t *Transport }
+	info  struct{ ti *Transport }
+	epoch struct{ te *Transport }
+	name  struct{ tn *Transport }
+	ping  struct{ tp *Transport }
+)
+
+func (b base) Do(ctx context.Context, ops []transport.Op, results []transport.Result) error {
+	return b.t.Do(ctx, ops, results)
+}
+func (b base) Close() error { return b.t.Close() }
+func (i info) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
+	return i.ti.ServerInfo(ctx)
+}
+func (e epoch) Epoch() uint64                 { return e.te.Epoch() }
+func (n name) Name() string                   { return n.tn.Name() }
+func (p ping) Ping(ctx context.Context) error { return p.tp.Ping(ctx) }
