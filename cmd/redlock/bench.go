@@ -92,23 +92,14 @@ interrupted.`,
 
   # your masters, one JSON object
   redlock bench --nodes r1:6379,r2:6379,r3:6379 --duration 30s --json`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usagef("unexpected argument %q: bench takes only flags", args[0])
-			}
-			return nil
-		},
+		Args: flagsOnly("bench"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fl := cmd.Flags()
 			switch {
 			case fl.Changed("nodes") && fl.Changed("spawn-redis"):
 				return usagef("--nodes and --spawn-redis exclude each other: --spawn-redis starts its own masters")
-			case fl.Changed("nodes"):
-				o.Nodes = splitNodes(nodes)
 			case !fl.Changed("spawn-redis"):
-				if env := os.Getenv(nodesEnv); strings.TrimSpace(env) != "" {
-					o.Nodes = splitNodes(env)
-				}
+				o.Nodes = masters(cmd, nodes)
 			}
 			if err := o.validate(); err != nil {
 				return usageErr(err)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -84,23 +83,14 @@ it did (a bug), 2 on a usage or setup error, 130 when interrupted.`,
   # five real Redis masters
   redlock demo --nodes 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379,10.0.0.4:6379,10.0.0.5:6379
   REDLOCK_NODES=redis://:secret@r1:6379,r2:6379,r3:6379 redlock demo`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usagef("unexpected argument %q: demo takes only flags", args[0])
-			}
-			return nil
-		},
+		Args: flagsOnly("demo"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fl := cmd.Flags()
 			switch {
 			case fl.Changed("nodes") && fl.Changed("masters"):
 				return usagef("--nodes and --masters exclude each other: --masters counts embedded in-memory masters")
-			case fl.Changed("nodes"):
-				o.Nodes = splitNodes(nodes)
 			case !fl.Changed("masters"):
-				if env := os.Getenv(nodesEnv); strings.TrimSpace(env) != "" {
-					o.Nodes = splitNodes(env)
-				}
+				o.Nodes = masters(cmd, nodes)
 			}
 			if err := o.validate(); err != nil {
 				return usageErr(err)

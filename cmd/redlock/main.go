@@ -156,3 +156,25 @@ func oneLine(err error) string {
 	// already says.
 	return strings.TrimPrefix(s, "redlock: ")
 }
+
+// flagsOnly is the Args check of a subcommand that takes no arguments.
+func flagsOnly(name string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usagef("unexpected argument %q: %s takes only flags", args[0], name)
+		}
+		return nil
+	}
+}
+
+// masters returns the masters named by --nodes, else by REDLOCK_NODES; nil
+// when neither names any (the subcommand decides what that means).
+func masters(cmd *cobra.Command, nodes string) []string {
+	if cmd.Flags().Changed("nodes") {
+		return splitNodes(nodes)
+	}
+	if env := os.Getenv(nodesEnv); strings.TrimSpace(env) != "" {
+		return splitNodes(env)
+	}
+	return nil
+}

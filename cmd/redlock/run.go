@@ -132,12 +132,7 @@ run also says on stderr why it gave up.`,
 			fl := cmd.Flags()
 			o.Command = args
 			o.QuarantineSet = fl.Changed("quarantine")
-			switch {
-			case fl.Changed("nodes"):
-				o.Nodes = splitNodes(nodes)
-			case strings.TrimSpace(os.Getenv(nodesEnv)) != "":
-				o.Nodes = splitNodes(os.Getenv(nodesEnv))
-			}
+			o.Nodes = masters(cmd, nodes)
 			if err := o.validate(); err != nil {
 				return usageErr(err)
 			}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -58,19 +57,9 @@ setup error.`,
 
   # in a script: wait until locks with a 1m TTL can be taken
   until redlock status --quarantine 1m >/dev/null; do sleep 5; done`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usagef("unexpected argument %q: status takes only flags", args[0])
-			}
-			return nil
-		},
+		Args: flagsOnly("status"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch {
-			case cmd.Flags().Changed("nodes"):
-				o.Nodes = splitNodes(nodes)
-			case strings.TrimSpace(os.Getenv(nodesEnv)) != "":
-				o.Nodes = splitNodes(os.Getenv(nodesEnv))
-			}
+			o.Nodes = masters(cmd, nodes)
 			if err := o.validate(); err != nil {
 				return usageErr(err)
 			}

@@ -72,12 +72,7 @@ redis-server), 130 when interrupted.`,
 
   # the negative control: without the restart quarantine the checker must bite
   redlock torture --no-quarantine --schedule split-brain --duration 20s`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usagef("unexpected argument %q: torture takes only flags", args[0])
-			}
-			return nil
-		},
+		Args: flagsOnly("torture"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Faults = splitFaults(faults)
 			cfg.Quarantine = !noQuarantine
