@@ -79,11 +79,13 @@ type shard struct {
 	_ [64 - unsafe.Sizeof(shardState{})%64]byte
 }
 
-// life is what Restart replaces: the identity and start time of one run of
-// the master.
+// life is what Restart replaces: the identity, start time and epoch of one
+// run of the master, published together in one pointer swap so that no
+// reader ever sees one run's id with another run's epoch.
 type life struct {
 	runID   string
 	started time.Time
+	epoch   uint64
 }
 
 // A multi-key op locks its shards as a bitmask in one uint64: this fails to
@@ -95,8 +97,7 @@ const _ uint64 = 1 << (numShards - 1)
 type Master struct {
 	name  string
 	seed  maphash.Seed
-	life  atomic.Pointer[life]
-	epoch atomic.Uint64 // changed by Restart; see client.Epoch
+	life  atomic.Pointer[life] // replaced by Restart; see client.Epoch
 	// shards are locked one at a time by single-key ops, and several at
 	// once, always in ascending index order, by multi-key ops and Restart,
 	// which keeps them free of deadlocks.
@@ -117,15 +118,14 @@ func NewNamed(name string) *Master {
 	for i := range m.shards {
 		m.shards[i].m = make(map[string]entry)
 	}
-	m.life.Store(newLife())
-	m.epoch.Store(1)
+	m.life.Store(newLife(1))
 	return m
 }
 
-func newLife() *life {
+func newLife(epoch uint64) *life {
 	// Redis's run_id is 40 hex digits (20 random bytes); matching its shape
 	// keeps log lines and the engine's quarantine messages uniform.
-	return &life{runID: randomHex(20), started: time.Now()}
+	return &life{runID: randomHex(20), started: time.Now(), epoch: epoch}
 }
 
 func randomHex(n int) string {
@@ -159,8 +159,7 @@ func (m *Master) Restart() {
 		s.fences = nil
 		s.ops = 0
 	}
-	m.life.Store(newLife())
-	m.epoch.Add(1)
+	m.life.Store(newLife(m.life.Load().epoch + 1)) // Restart is serialised by the shard locks
 	for i := range m.shards {
 		m.shards[i].mu.Unlock()
 	}
@@ -454,10 +453,10 @@ func (c *client) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
 // Epoch changes when the master restarts (Master.Restart), and only then;
 // every client handle of the master sees the same epoch. A handle has no
 // connection of its own to lose, so a restart is the only event that can put
-// it in front of a master that forgot its keys. Restart publishes the new run
-// id before the new epoch, so a ServerInfo called after reading an epoch
+// it in front of a master that forgot its keys. The epoch and the run id are
+// published together, so a ServerInfo called after reading an epoch
 // describes the run that epoch stands for, or a later one.
-func (c *client) Epoch() uint64 { return c.m.epoch.Load() }
+func (c *client) Epoch() uint64 { return c.m.life.Load().epoch }
 
 // Ping succeeds unless the handle is closed or ctx is done: an in-process
 // master always answers.
