@@ -95,9 +95,9 @@ const _ uint64 = 1 << (numShards - 1)
 // Master is an in-process master with real TTL semantics; safe for concurrent
 // use. The zero value is not usable; call New or NewNamed.
 type Master struct {
-	name  string
-	seed  maphash.Seed
-	life  atomic.Pointer[life] // replaced by Restart; see client.Epoch
+	name string
+	seed maphash.Seed
+	life atomic.Pointer[life] // replaced by Restart; see client.Epoch
 	// shards are locked one at a time by single-key ops, and several at
 	// once, always in ascending index order, by multi-key ops and Restart,
 	// which keeps them free of deadlocks.
