@@ -21,6 +21,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type gated struct {
 	transport.Transport
 	gate chan struct{}
+	// late, when set, holds a timed-out batch until it is closed, like a
+	// transport whose I/O returns well after the deadline.
+	late chan struct{}
 	mu   sync.Mutex
 	seen []transport.Op
 }
@@ -29,6 +32,9 @@ func (g *gated) Do(ctx context.Context, ops []transport.Op, res []transport.Resu
 	select {
 	case <-g.gate:
 	case <-ctx.Done():
+		if g.late != nil {
+			<-g.late
+		}
 		return transport.Fail(res, ctx.Err())
 	}
 	g.mu.Lock()
@@ -135,7 +141,7 @@ func TestPanickingTransportIsAFailedMaster(t *testing.T) {
 // failed without being sent: it could only take a key that must then be
 // released again.
 func TestStaleAcquireIsNotSent(t *testing.T) {
-	g := &gated{Transport: memory.New().Transport(), gate: make(chan struct{})}
+	g := &gated{Transport: memory.New().Transport(), gate: make(chan struct{}), late: make(chan struct{})}
 	c := start(t, []transport.Transport{g}, 30*time.Millisecond, 1)
 	first := NewCall(Acquire, "trylock", "a", "v1", time.Minute, time.Millisecond)
 	second := NewCall(Acquire, "trylock", "b", "v2", time.Minute, time.Millisecond)
@@ -146,6 +152,12 @@ func TestStaleAcquireIsNotSent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The first batch is held past its timeout until both attempts'
+	// deadlines have surely passed; otherwise, on a loaded machine, the
+	// second attempt can start late enough to still be fresh when the first
+	// batch returns, and is rightly sent.
+	time.Sleep(150 * time.Millisecond)
+	close(g.late)
 	<-first.Done()
 	<-second.Done()
 	masterErr := func(err error) error {
