@@ -84,7 +84,7 @@ func Start(cfg Config) (*Cluster, error) {
 		// run on the sender's goroutine: the coordinator's when it fans out,
 		// the worker's when a batch returns. That saves a goroutine wake-up
 		// per hop, on the path every lock takes twice.
-		props := actor.PropsFromProducer(func() actor.Actor { return nd }, actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)))
+		props := actor.PropsFromProducer(func() actor.Actor { return nd }, actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)), actor.WithMailbox(newMailbox))
 		pid, err := system.Root.SpawnNamed(props, fmt.Sprintf("node-%d", i))
 		if err != nil {
 			c.stopAll()
@@ -94,7 +94,7 @@ func Start(cfg Config) (*Cluster, error) {
 	}
 	for i := range coords {
 		co := &coordinator{shard: int32(i), nodes: c.nodes, names: cfg.Names, quorum: c.quorum, masterTimeout: cfg.MasterTimeout}
-		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return co }), fmt.Sprintf("coordinator-%d", i))
+		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return co }, actor.WithMailbox(newMailbox)), fmt.Sprintf("coordinator-%d", i))
 		if err != nil {
 			c.stopAll()
 			return nil, fmt.Errorf("redlock: spawning coordinator %d: %w", i, err)
