@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -135,8 +134,17 @@ func (n *node) isBusy(r *opRequest) bool {
 
 func (n *node) worker() {
 	defer n.wg.Done()
+	var d *deadline
 	for b := range n.work {
-		n.do(b)
+		if d == nil {
+			d = newDeadline()
+		}
+		if !n.do(b, d) {
+			d = nil
+		}
+	}
+	if d != nil {
+		d.timer.Stop()
 	}
 }
 
@@ -201,8 +209,10 @@ func (n *node) flush() {
 	}
 }
 
-// do runs on an I/O goroutine: the only place that waits on the master.
-func (n *node) do(b *batch) {
+// do runs on an I/O goroutine: the only place that waits on the master. It
+// sends b through the transport under d and reports whether d may be armed
+// again.
+func (n *node) do(b *batch, d *deadline) (reuse bool) {
 	defer n.root.Send(n.self, b)
 	defer func() {
 		// A user's transport must not take the engine down with it.
@@ -210,15 +220,15 @@ func (n *node) do(b *batch) {
 			transport.Fail(b.res, fmt.Errorf("transport panicked: %v", p))
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), n.timeout)
-	defer cancel()
+	d.arm(n.timeout)
+	defer func() { reuse = d.disarm() }()
 	b.epoch = n.q.epoch()
 	defer func() {
 		if e := n.q.epoch(); e != b.epoch {
 			b.epoch = ^uint64(0) // served (partly) by a new connection: unvetted
 		}
 	}()
-	if err := n.t.Do(ctx, b.ops, b.res); err != nil {
+	if err := n.t.Do(d, b.ops, b.res); err != nil {
 		// The contract says Do has set every Err already; a transport that
 		// forgot must not turn an unknown outcome into a "no".
 		for i := range b.res {
@@ -227,6 +237,7 @@ func (n *node) do(b *batch) {
 			}
 		}
 	}
+	return
 }
 
 func (n *node) fail(r *opRequest, err error) {

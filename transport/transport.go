@@ -33,6 +33,9 @@
 //     example the connection broke or ctx ended); it then sets every
 //     Result.Err as well, so callers can read results alone.
 //   - Do must return once ctx is done, even if the master never answers.
+//   - Do must not use ctx after it returns, unless ctx was done by then:
+//     the engine reuses a batch's context, one that never ended, for a later
+//     batch. (Work that Do abandons because ctx ended may keep it.)
 //   - After Close, Do fails every op with an error wrapping ErrClosed.
 //     Close is idempotent.
 package transport
