@@ -218,6 +218,7 @@ func (n *node) do(b *batch, d *deadline) (reuse bool) {
 		// A user's transport must not take the engine down with it.
 		if p := recover(); p != nil {
 			transport.Fail(b.res, fmt.Errorf("transport panicked: %v", p))
+			reuse = false // what the transport left running is anyone's guess
 		}
 	}()
 	d.arm(n.timeout)

@@ -195,8 +195,12 @@ var batchPool = sync.Pool{New: func() any {
 	return &batch{done: make(chan error, 1), ttlMS: -1}
 }}
 
-// maxPooledOps keeps a rare huge batch from pinning its scratch in the pool.
-const maxPooledOps = 4096
+// maxPooledOps and maxPooledBytes keep a rare huge batch (many ops, or
+// multi-key ops with long keys) from pinning its scratch in the pool.
+const (
+	maxPooledOps   = 4096
+	maxPooledBytes = 1 << 20
+)
 
 func getBatch(n int) *batch {
 	b := batchPool.Get().(*batch)
@@ -205,7 +209,7 @@ func getBatch(n int) *batch {
 }
 
 func putBatch(b *batch) {
-	if cap(b.replies) > maxPooledOps {
+	if cap(b.replies) > maxPooledOps || cap(b.buf) > maxPooledBytes {
 		return
 	}
 	batchPool.Put(b)
