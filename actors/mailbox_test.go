@@ -2,6 +2,7 @@ package actors
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,7 +124,8 @@ func TestMailboxEscalatesAPanic(t *testing.T) {
 // each sender's in order, and one at a time.
 func TestMailboxConcurrentSenders(t *testing.T) {
 	const senders, each = 8, 2000
-	var inside, overlap sync.Mutex
+	var inside atomic.Int32
+	var overlapped atomic.Bool
 	last := make([]int, senders)
 	for i := range last {
 		last[i] = -1
@@ -132,10 +134,10 @@ func TestMailboxConcurrentSenders(t *testing.T) {
 	count := 0
 	r := &recorder{}
 	r.onUser = func(v any) {
-		if !inside.TryLock() {
-			overlap.Lock() // two goroutines in the actor at once: fail below
+		if inside.Add(1) != 1 {
+			overlapped.Store(true) // two goroutines in the actor at once
 		}
-		defer inside.Unlock()
+		defer inside.Add(-1)
 		m := v.([2]int)
 		if m[1] != last[m[0]]+1 {
 			t.Errorf("sender %d: got %d after %d", m[0], m[1], last[m[0]])
@@ -163,7 +165,7 @@ func TestMailboxConcurrentSenders(t *testing.T) {
 		defer r.mu.Unlock()
 		t.Fatalf("%d of %d messages delivered", len(r.user), senders*each)
 	}
-	if !overlap.TryLock() {
+	if overlapped.Load() {
 		t.Fatal("two messages were processed at once")
 	}
 }
