@@ -60,8 +60,9 @@ func RedisNodes(b *testing.B) []string {
 //	p99-ms       99th percentile cycle latency
 //	cpu-us/cycle the process's CPU time (user + system) per cycle: the
 //	             client's, and on the memory transport the masters' too. It
-//	             moves far less with other load on the machine than
-//	             cycles/s does, so it is the figure to compare two builds by.
+//	             moves less with other load on the machine than cycles/s
+//	             does (though it does move), so compare two builds by it,
+//	             in interleaved runs.
 func Run(b *testing.B, name string, client bench.Client) {
 	b.Helper()
 	prefix := bench.RunPrefix(name)
