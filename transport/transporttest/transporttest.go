@@ -42,6 +42,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,6 +72,7 @@ func Run(t *testing.T, newClient func(t *testing.T) transport.Transport) {
 		{"multi", testMulti},
 		{"order", testOrder},
 		{"concurrent-do", testConcurrentDo},
+		{"ctx not kept", testCtxNotKept},
 		{"errors", testErrors},
 		{"close", testClose},
 		{"optional", testOptional},
@@ -511,6 +513,52 @@ func testConcurrentDo(t *testing.T, s *suite) {
 		})
 	}
 	wg.Wait()
+}
+
+// watched is a context that counts the calls made on it after the Do it was
+// given to had returned.
+type watched struct {
+	context.Context
+	returned atomic.Bool
+	late     atomic.Int32
+}
+
+func (w *watched) note() {
+	if w.returned.Load() {
+		w.late.Add(1)
+	}
+}
+
+func (w *watched) Deadline() (time.Time, bool) { w.note(); return w.Context.Deadline() }
+func (w *watched) Done() <-chan struct{}       { w.note(); return w.Context.Done() }
+func (w *watched) Err() error                  { w.note(); return w.Context.Err() }
+func (w *watched) Value(k any) any             { w.note(); return w.Context.Value(k) }
+
+// testCtxNotKept: Do must not use a ctx that is not done after it returns,
+// because the engine reuses such a context for its next batch.
+func testCtxNotKept(t *testing.T, s *suite) {
+	c := s.client(t)
+	ks := keyspace(t)
+	base, cancel := context.WithTimeout(t.Context(), hold)
+	defer cancel()
+	ctxs := make([]*watched, 20)
+	for i := range ctxs {
+		ctxs[i] = &watched{Context: base}
+		k := ks(fmt.Sprint(i))
+		ops := []transport.Op{acq(k, "v", hold), ext(k, "v", hold), rel(k, "v")}
+		res := make([]transport.Result, len(ops))
+		err := c.Do(ctxs[i], ops, res)
+		ctxs[i].returned.Store(true)
+		if err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // time for a straggler to show itself
+	for i, w := range ctxs {
+		if n := w.late.Load(); n > 0 {
+			t.Errorf("batch %d: its ctx was used %d times after Do returned, though it was not done", i, n)
+		}
+	}
 }
 
 func testErrors(t *testing.T, s *suite) {

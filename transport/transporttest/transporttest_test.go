@@ -199,6 +199,16 @@ var mutants = []struct {
 	{"epoch moves without a restart", "optional", func(m *memory.Master, c transport.Transport) transport.Transport {
 		return epochPerCall{c}
 	}},
+	{"ctx kept after Do", "ctx_not_kept", func(m *memory.Master, c transport.Transport) transport.Transport {
+		return doFunc{c, func(ctx context.Context, ops []transport.Op, res []transport.Result) error {
+			err := c.Do(ctx, ops, res)
+			go func() { // work left behind that still watches ctx
+				time.Sleep(time.Millisecond)
+				_ = ctx.Err()
+			}()
+			return err
+		}}
+	}},
 }
 
 var clients atomic.Int64
