@@ -148,15 +148,7 @@ func (o *benchOptions) validate() error {
 			return fmt.Errorf("--plot %q: want a file name ending in .png or .svg", o.Plot)
 		}
 	}
-	eo := api.DefaultOptions()
-	err := api.WithTTL(o.TTL)(&eo)
-	if err == nil {
-		err = eo.Validate()
-	}
-	if err != nil {
-		return fmt.Errorf("--ttl %v: %w", o.TTL, err)
-	}
-	return nil
+	return checkTTL(o.TTL)
 }
 
 // benchReport is what a run measured, as --json prints it.

@@ -151,15 +151,7 @@ func (o *demoOptions) validate() error {
 	case o.Timeout <= 0:
 		return fmt.Errorf("--timeout %v: want a positive duration", o.Timeout)
 	}
-	eo := api.DefaultOptions()
-	err := api.WithTTL(o.TTL)(&eo)
-	if err == nil {
-		err = eo.Validate()
-	}
-	if err != nil {
-		return fmt.Errorf("--ttl %v: %w", o.TTL, err)
-	}
-	return nil
+	return checkTTL(o.TTL)
 }
 
 // demoReport is the result of a demo, as --json prints it.

@@ -19,9 +19,12 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/quorumlock/redlock/api"
 )
 
 // Exit statuses.
@@ -158,6 +161,20 @@ func oneLine(err error) string {
 }
 
 // flagsOnly is the Args check of a subcommand that takes no arguments.
+// checkTTL says what is wrong with a --ttl, in the engine's own words
+// (zero, negative, or too short for the drift).
+func checkTTL(ttl time.Duration) error {
+	eo := api.DefaultOptions()
+	err := api.WithTTL(ttl)(&eo)
+	if err == nil {
+		err = eo.Validate()
+	}
+	if err != nil {
+		return fmt.Errorf("--ttl %v: %w", ttl, err)
+	}
+	return nil
+}
+
 func flagsOnly(name string) cobra.PositionalArgs {
 	return func(_ *cobra.Command, args []string) error {
 		if len(args) > 0 {

@@ -171,14 +171,10 @@ func (o *runOptions) validate() error {
 	if err := api.CheckKey(o.Key); err != nil {
 		return fmt.Errorf("--key: %s", strings.TrimPrefix(err.Error(), api.ErrInvalidArgument.Error()+": "))
 	}
-	eo := api.DefaultOptions()
-	if err := api.WithTTL(o.TTL)(&eo); err != nil {
-		return fmt.Errorf("--ttl %v: %w", o.TTL, err)
+	if err := checkTTL(o.TTL); err != nil {
+		return err
 	}
-	if err := eo.Validate(); err != nil {
-		return fmt.Errorf("--ttl %v: %w", o.TTL, err)
-	}
-	if o.QuarantineSet && o.Quarantine > 0 && o.Quarantine < eo.TTL {
+	if o.QuarantineSet && o.Quarantine > 0 && o.Quarantine < o.TTL {
 		return fmt.Errorf("--quarantine %v is shorter than --ttl %v: a restarted master could vote while it still owed a lock; give a quarantine of at least the ttl", o.Quarantine, o.TTL)
 	}
 	return nil
