@@ -108,11 +108,6 @@ var scripts = [numScripts]struct{ src, sha string }{
 	scriptExtendMulti:   {ExtendMultiScript, sha1Hex(ExtendMultiScript)},
 }
 
-var (
-	releaseSHA = scripts[scriptRelease].sha
-	extendSHA  = scripts[scriptExtend].sha
-)
-
 // scriptOf returns the script a valid op runs as, or false for a plain SET
 // (single-key Acquire). A multi-key op with one key is the single-key op.
 func scriptOf(op *transport.Op) (scriptID, bool) {

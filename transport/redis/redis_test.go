@@ -26,6 +26,12 @@ import (
 	"github.com/quorumlock/redlock/transport/transporttest"
 )
 
+// The two scripts' SHAs, named for the tests that check them on the wire.
+var (
+	releaseSHA = scripts[scriptRelease].sha
+	extendSHA  = scripts[scriptExtend].sha
+)
+
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
