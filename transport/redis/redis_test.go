@@ -234,6 +234,49 @@ func TestNoScript(t *testing.T) {
 	}
 }
 
+// TestNoScriptKeepsBatchOrder: ops in one batch apply in slice order even
+// when a script in it meets NOSCRIPT. The shape that matters is the one the
+// engine sends when a Lock call retries with its value: the cleanup
+// Release(k, v) of one attempt and the Acquire(k, v) of the next in one
+// batch. Resending the release after the whole first pass would run SET,
+// then DEL: an Acquire reported OK over a key that is gone (a phantom
+// vote). Whatever the transport does, an Acquire it reports OK must leave
+// the key holding its value, and a Release it reports OK must not undo a
+// later Acquire.
+func TestNoScriptKeepsBatchOrder(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	tr := dial(t, Config{Addr: s.Addr})
+	for i := range 20 {
+		k := fmt.Sprintf("order-%d", i)
+		if i%2 == 1 {
+			// The previous attempt's SET did land: the release must
+			// delete it before the acquire runs.
+			mustDo(t, tr, []transport.Op{acq(k, "v", time.Minute)}, true)
+		}
+		s.Do(t, nil, "SCRIPT", "FLUSH")
+		ops := []transport.Op{rel(k, "v"), acq(k, "v", time.Minute)}
+		res, err := do(tr, ops...)
+		if err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+		v, held := s.Get(t, k)
+		if res[1].OK && (!held || v != "v") {
+			t.Errorf("batch %d: Acquire reported OK (release: %+v), but the key is %q (exists=%v): a phantom grant", i, res[0], v, held)
+		}
+		if res[1].Err == nil && !res[1].OK && !held {
+			t.Errorf("batch %d: Acquire reported a definite no, but the key is free", i)
+		}
+	}
+	// A later op in the batch that ran on another key does not stop the
+	// resend: the ops of other keys commute with it.
+	mustDo(t, tr, []transport.Op{acq("x", "v", time.Minute)}, true)
+	s.Do(t, nil, "SCRIPT", "FLUSH")
+	mustDo(t, tr, []transport.Op{rel("x", "v"), acq("y", "v", time.Minute)}, true, true)
+	if _, ok := s.Get(t, "x"); ok {
+		t.Error("x survived a Release resent after NOSCRIPT")
+	}
+}
+
 func TestScriptsLoadedOnConnect(t *testing.T) {
 	s := redistest.Start(t, 1)[0]
 	dial(t, Config{Addr: s.Addr})
