@@ -14,7 +14,13 @@
 // transport/transporttest checks them, and every transport (ours or yours)
 // should run it from its own tests.
 //
-//   - Ops within one batch are applied to the master in slice order.
+//   - Ops within one batch are applied to the master in slice order. A
+//     transport that retries part of a batch (the Redis transport resends
+//     ops that met NOSCRIPT) must keep it: an op may be retried only if no
+//     later op of the batch that may have run touches one of its keys;
+//     otherwise it fails with an Err. The engine sends one lock call's
+//     cleanup Release(k, v) and its next Acquire(k, v) in one batch, so a
+//     release retried after the SET would delete a key reported as granted.
 //   - Do may be called concurrently from several goroutines. The engine never
 //     has two batches in flight at once that share a key, so per-key order
 //     holds across batches without the transport doing anything special.

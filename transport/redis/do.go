@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,22 +90,19 @@ func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transp
 }
 
 // resendScripts handles NOSCRIPT (the master restarted between our SCRIPT
-// LOAD and this batch, or someone ran SCRIPT FLUSH): it loads the scripts
-// and sends the ops in b.retry again, in one more round trip. It reports
-// whether b may be reused.
+// LOAD and this batch, someone ran SCRIPT FLUSH, or a proxy moved us to
+// another server): it loads the scripts the ops in b.retry need and sends
+// those ops again, in one more round trip. It reports whether b may be
+// reused.
 //
-// The resent ops keep their relative order, but now run after the batch's
-// later plain SETs (the only ops that are not scripts), which may touch the
-// same key; that is still safe. A release or extend (single or multi-key)
-// only acts when the key holds this op's value, and values are unique per
-// lock and never reused, so a late script either finds our own lock (and
-// does what we asked a little later, as if the batch had been slower) or
-// finds anything else and does nothing: it can never delete or extend
-// someone else's lock. A late acquire (fenced or multi-key) and a plain SET
-// it now follows may come out the other way round than in order (the SET
-// sets the key, the acquire then finds it held), but each answer is true of
-// the master when the op ran, so no lock is reported that is not held. A
-// late RaiseFence only ever raises.
+// Ops in a batch apply in slice order (the contract), and a resent op runs
+// after every op of the first pass. So an op is resent only if no later op
+// of the batch that ran touches one of its keys; ops of other keys commute
+// with it. Otherwise it fails, not applied: resending it could turn the
+// engine's [Release(k, v), Acquire(k, v)] (one attempt's cleanup and the
+// next attempt's SET, which share a value) into SET, then DEL, and an
+// Acquire reported OK over a key that is gone. The engine treats that
+// failure like any other: the release is sent again in a later batch.
 func (t *Transport) resendScripts(ctx context.Context, cs *connState, b *batch, ops []transport.Op, results []transport.Result) bool {
 	var need uint32 // bit id: script id is needed
 	for _, i := range b.retry {
@@ -112,6 +110,7 @@ func (t *Transport) resendScripts(ctx context.Context, cs *connState, b *batch, 
 			need |= 1 << id
 		}
 	}
+	b.retry = t.keepOrder(b, ops, results)
 	b.reset(len(b.retry) + int(numScripts))
 	for id := range numScripts {
 		if need&(1<<id) != 0 {
@@ -141,6 +140,53 @@ func (t *Transport) resendScripts(ctx context.Context, cs *connState, b *batch, 
 		}
 	}
 	return true
+}
+
+// errNotResent fails a NOSCRIPT op that cannot be resent in order.
+var errNotResent = errors.New("NOSCRIPT, and not resent: a later op of the batch on the same key had already run, and a resend would have run after it; not applied")
+
+// keepOrder returns the ops of b.retry (in order) that may be resent, and
+// fails the others with errNotResent. It walks the first pass backwards,
+// collecting the keys of the ops that ran (anything but NOSCRIPT counts as
+// run: an error reply may still have been applied). Fencing counters go by
+// their lock's key, so a RaiseFence and an AcquireFenced of one key meet.
+func (t *Transport) keepOrder(b *batch, ops []transport.Op, results []transport.Result) []int {
+	ran := make(map[string]struct{})
+	keep := make([]int, 0, len(b.retry))
+	retry := b.retry
+	for j := len(b.replies) - 1; j >= 0; j-- {
+		i := b.index[j]
+		if len(retry) > 0 && retry[len(retry)-1] == i {
+			retry = retry[:len(retry)-1]
+			if touches(&ops[i], ran) {
+				results[i] = t.result(&ops[i], &reply{err: errNotResent})
+				continue
+			}
+			keep = append(keep, i)
+			continue
+		}
+		for _, k := range opKeys(&ops[i]) {
+			ran[k] = struct{}{}
+		}
+	}
+	slices.Reverse(keep)
+	return keep
+}
+
+func touches(op *transport.Op, keys map[string]struct{}) bool {
+	for _, k := range opKeys(op) {
+		if _, ok := keys[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+func opKeys(op *transport.Op) []string {
+	if len(op.Keys) > 0 {
+		return op.Keys
+	}
+	return []string{op.Key}
 }
 
 func (t *Transport) result(op *transport.Op, r *reply) transport.Result {

@@ -266,6 +266,14 @@ func TestNoScriptKeepsBatchOrder(t *testing.T) {
 		if res[1].Err == nil && !res[1].OK && !held {
 			t.Errorf("batch %d: Acquire reported a definite no, but the key is free", i)
 		}
+		if i%2 == 1 && (res[0].Err == nil || !errors.Is(res[0].Err, errNotResent)) {
+			t.Errorf("batch %d: the release that could not be resent in order reported %+v, want errNotResent", i, res[0])
+		}
+	}
+	// The release was not resent, but its script was loaded for the next
+	// batches all the same.
+	if got := scriptsLoaded(t, s); got[scriptRelease] != '1' {
+		t.Errorf("SCRIPT EXISTS after a batch whose release was not resent = %s, want the release script loaded", got)
 	}
 	// A later op in the batch that ran on another key does not stop the
 	// resend: the ops of other keys commute with it.
