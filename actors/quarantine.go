@@ -18,6 +18,13 @@ import (
 // holds the lock. So a master votes only once it has been up for period,
 // the largest TTL in use: by then every lock it may have held has expired.
 //
+// A run id that changes from one the node knew starts the period afresh,
+// from the moment the node read it, whatever the new process's uptime: the
+// address may now reach a different server (a VIP or DNS flip, a promoted
+// replica) that has been up for long and never held our keys. The first
+// run id a node reads has no predecessor to compare with, so it is trusted
+// by its uptime, as any fresh engine must.
+//
 // The node reads run_id and uptime on start, whenever the transport's epoch
 // (its connection) changes, and every interval. Grants are counted only
 // from a batch served entirely within the epoch that was checked, by a
@@ -99,14 +106,22 @@ func (q *quarantine) learn(n *node, r *infoResult) {
 		return
 	}
 	started := r.at.Add(-r.info.Uptime)
-	if r.info.RunID == q.runID && started.Before(q.started) {
+	switch {
+	case q.runID != "" && r.info.RunID != q.runID:
+		// Another process behind the address: restarted, or a VIP or DNS
+		// flip, a promoted replica, a reused port. Its uptime says nothing
+		// about our keys: a process up for a week may never have held
+		// them. Every key it lacks was set before it appeared here, so it
+		// votes one period after we first saw it (r.at is later than
+		// that, which errs on the safe side), never sooner.
+		started = r.at
+		q.logger.Warn("redlock: another master process behind this address (restarted, or the address now reaches a different server); in quarantine", "master", q.name,
+			"old_run_id", q.runID, "run_id", r.info.RunID, "uptime", r.info.Uptime,
+			"votes_again_in", time.Until(started.Add(q.period)).Round(time.Millisecond))
+	case r.info.RunID == q.runID && started.Before(q.started):
 		// The same process: a coarse uptime gives a slightly different
 		// start each time, and only the latest (safest) one counts.
 		started = q.started
-	}
-	if q.runID != "" && r.info.RunID != q.runID {
-		q.logger.Warn("redlock: master restarted; in quarantine", "master", q.name,
-			"old_run_id", q.runID, "run_id", r.info.RunID, "votes_again_in", time.Until(started.Add(q.period)).Round(time.Millisecond))
 	}
 	q.runID, q.started, q.vettedAt, q.vetted = r.info.RunID, started, r.epoch, true
 	if q.epoch() != r.epoch {
