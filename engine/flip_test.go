@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -53,18 +54,33 @@ func (f *flipper) to(i int) {
 	f.mu.Unlock()
 }
 
+// current is the transport behind the address, nil while it reaches
+// nothing (to(-1): down).
 func (f *flipper) current() transport.Transport {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.cur < 0 {
+		return nil
+	}
 	return f.ts[f.cur]
 }
 
+var errDown = fmt.Errorf("%w: the address reaches nothing", transport.ErrUnavailable)
+
 func (f *flipper) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
-	return f.current().Do(ctx, ops, res)
+	t := f.current()
+	if t == nil {
+		return transport.Fail(res, errDown)
+	}
+	return t.Do(ctx, ops, res)
 }
 
 func (f *flipper) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
-	si, err := f.current().(transport.InfoReporter).ServerInfo(ctx)
+	t := f.current()
+	if t == nil {
+		return transport.ServerInfo{}, errDown
+	}
+	si, err := t.(transport.InfoReporter).ServerInfo(ctx)
 	si.Uptime += f.age
 	return si, err
 }
@@ -73,6 +89,9 @@ func (f *flipper) ServerInfo(ctx context.Context) (transport.ServerInfo, error) 
 func (f *flipper) Epoch() uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.cur < 0 {
+		return f.gen << 32
+	}
 	return f.gen<<32 | f.ts[f.cur].(transport.Epocher).Epoch()
 }
 
@@ -206,13 +225,14 @@ func TestAddressFlipQuarantinedFromFirstSight(t *testing.T) {
 }
 
 // watched is a Redis transport that signals when ServerInfo first returns a
-// run id other than the first one it saw: the engine has read the process
-// now behind the address.
+// run id, and when it first returns one other than that: the engine has
+// read the process now behind the address.
 type watched struct {
 	*redis.Transport
 	mu      sync.Mutex
 	first   string
-	flipped chan struct{}
+	up      chan struct{} // closed at the first run id
+	flipped chan struct{} // closed at the first run id other than that
 }
 
 func (w *watched) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
@@ -222,6 +242,9 @@ func (w *watched) ServerInfo(ctx context.Context) (transport.ServerInfo, error) 
 		switch {
 		case w.first == "":
 			w.first = si.RunID
+			if w.up != nil {
+				close(w.up)
+			}
 		case si.RunID != w.first && w.flipped != nil:
 			close(w.flipped)
 			w.flipped = nil

@@ -1,0 +1,273 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/engine"
+	"github.com/quorumlock/redlock/internal/faultproxy"
+	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/transport"
+	"github.com/quorumlock/redlock/transport/memory"
+	"github.com/quorumlock/redlock/transport/redis"
+)
+
+// Issue 9, finding 4: one server listed twice (two names, two database
+// numbers, a proxy and the server itself) would supply two votes. Masters
+// whose run ids match are a configuration error.
+
+func runID(t *testing.T, s *redistest.Server) string {
+	t.Helper()
+	var info string
+	s.Do(t, &info, "INFO", "server")
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			return v
+		}
+	}
+	t.Fatalf("no run_id in INFO server of %s", s.Addr)
+	return ""
+}
+
+// checkTwins checks err refuses masters i and j (1-based), named a and b, as
+// one server with run id id.
+func checkTwins(t *testing.T, err error, i, j int, a, b, id string) {
+	t.Helper()
+	if !errors.Is(err, api.ErrInvalidArgument) {
+		t.Fatalf("err = %v; want ErrInvalidArgument", err)
+	}
+	var ae *api.Error
+	if !errors.As(err, &ae) {
+		t.Fatalf("%v is not an *api.Error", err)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("masters %d (%q) and %d (%q)", i, a, j, b),
+		"run_id " + id,
+		"list each once",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
+func TestNewRefusesOneServerListedTwice(t *testing.T) {
+	servers := redistest.Start(t, 2)
+	s, other := servers[0], servers[1]
+	id := runID(t, s)
+	port := strconv.Itoa(s.Port)
+	for _, tc := range []struct {
+		name  string
+		addrs []string
+		a, b  string // the names the error must give
+	}{
+		{"two host names", []string{"127.0.0.1:" + port, other.Addr, "localhost:" + port}, "127.0.0.1:" + port, "localhost:" + port},
+		{"two names and two databases", []string{"redis://127.0.0.1:" + port + "/0", other.Addr, "redis://localhost:" + port + "/1"}, "127.0.0.1:" + port, "localhost:" + port},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := engine.New(tc.addrs)
+			if err == nil {
+				_ = e.Close()
+				t.Fatalf("New(%q) accepted one redis-server listed twice", tc.addrs)
+			}
+			checkTwins(t, err, 1, 3, tc.a, tc.b, id)
+		})
+	}
+	// Two databases of one host:port were refused by the address alone,
+	// before any server was asked; so they still are.
+	e, err := engine.New([]string{"redis://" + s.Addr + "/0", "redis://" + s.Addr + "/1"})
+	if err == nil {
+		_ = e.Close()
+		t.Fatal("New accepted two databases of one host:port")
+	}
+	if !errors.Is(err, api.ErrInvalidArgument) {
+		t.Fatalf("two databases of one host:port: %v", err)
+	}
+}
+
+// A proxy in front of a server and the server itself have different
+// addresses and one process behind them.
+func TestNewWithTransportsRefusesProxyAndServer(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	p, err := faultproxy.New(s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	var ts []transport.Transport
+	for _, addr := range []string{s.Addr, p.Addr()} {
+		rt, err := redis.New(redis.Config{Addr: addr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, rt)
+	}
+	e, err := engine.NewWithTransports(ts)
+	if err == nil {
+		_ = e.Close()
+		t.Fatal("NewWithTransports accepted a server and a proxy to it as two masters")
+	}
+	checkTwins(t, err, 1, 2, s.Addr, p.Addr(), runID(t, s))
+}
+
+func TestNewWithTransportsRefusesOneMemoryMasterTwice(t *testing.T) {
+	m, n := memory.New(), memory.New()
+	ts := []transport.Transport{newFlipper("x", 0, m), newFlipper("y", 0, n), newFlipper("z", 0, m)}
+	e, err := engine.NewWithTransports(ts)
+	if err == nil {
+		_ = e.Close()
+		t.Fatal("NewWithTransports accepted one memory master behind two names")
+	}
+	si, _ := m.Transport().(transport.InfoReporter).ServerInfo(context.Background())
+	checkTwins(t, err, 1, 3, "x", "z", si.RunID)
+}
+
+// A master that was down at construction comes up as the same server as
+// another entry: neither of them votes while both reach it, and once it
+// moves away the other votes again.
+func TestTwinsFoundAtRunTimeDoNotVote(t *testing.T) {
+	const ttl = 10 * time.Second
+	m0, m2, m3 := memory.New(), memory.New(), memory.New()
+	x := newFlipper("x", time.Hour, m0)
+	y := newFlipper("y", time.Hour, m0, m3)
+	y.to(-1) // down at construction
+	z := newFlipper("z", time.Hour, m2)
+	logs := &logRecords{}
+	e, err := engine.NewWithTransports([]transport.Transport{x, y, z}, api.WithTTL(ttl), api.WithRestartQuarantine(ttl), api.WithLogger(slog.New(logs)))
+	if err != nil {
+		t.Fatalf("construction with y down: %v", err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	l, err := e.TryLock(ctx, "warm")
+	if err != nil {
+		t.Fatalf("x and z should vote: %v", err)
+	}
+	_ = l.Unlock(ctx)
+	// z refuses k, so every TryLock of k waits for y's answer: by the time
+	// it returns, y has read the server behind it.
+	res := make([]transport.Result, 1)
+	_ = m2.Transport().Do(ctx, []transport.Op{{Kind: transport.Acquire, Key: "k", Value: "someone-else", TTL: time.Hour}}, res)
+	if !res[0].OK {
+		t.Fatalf("setting up z: %+v", res[0])
+	}
+
+	y.to(0) // y comes up, and reaches x's server
+	si, _ := m0.Transport().(transport.InfoReporter).ServerInfo(ctx)
+	for round := range 3 {
+		held, err := e.TryLock(ctx, "k")
+		if err == nil {
+			_ = held.Unlock(ctx)
+			t.Fatalf("round %d: granted on x and y, one server", round)
+		}
+		names := []string{"x", "y"}
+		if round == 0 {
+			// x may have answered before y read its server: its vote then
+			// counted, and y's did not. One server, one vote.
+			names = names[1:]
+		}
+		for _, name := range names {
+			me := masterErr(t, err, name)
+			if !errors.Is(me, api.ErrInvalidArgument) {
+				t.Fatalf("round %d: %s answered %v; want ErrInvalidArgument (%v)", round, name, me, err)
+			}
+			checkTwins(t, me, 1, 2, "x", "y", si.RunID)
+		}
+	}
+	if n := logs.count(slog.LevelError, "one server"); n != 1 {
+		t.Fatalf("%d error log lines about the twins; want 1", n)
+	}
+
+	// y moves on to another server: new behind its address, it sits out
+	// its quarantine, and x, alone again, votes.
+	y.to(1)
+	_, err = e.TryLock(ctx, "k") // returns after y's answer: y has read m3
+	if me := masterErr(t, err, "y"); !errors.Is(me, api.ErrQuarantined) {
+		t.Fatalf("y, moved to another server, answered %v; want ErrQuarantined (%v)", me, err)
+	}
+	held, err := e.TryLock(ctx, "k2")
+	if err != nil {
+		t.Fatalf("x and z should vote once y reaches another server: %v", err)
+	}
+	_ = held.Unlock(ctx)
+}
+
+// Real servers: y is a proxy that reaches nothing at construction, then
+// reaches database 1 of x's server (x uses database 0). Two keyspaces of
+// one process: before the fix both granted, and one process made a
+// majority on its own while z refused.
+func TestRedisTwinsFoundAtRunTimeDoNotVote(t *testing.T) {
+	const period = 2 * time.Second
+	servers := redistest.Start(t, 2)
+	s, zs := servers[0], servers[1]
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.Addr().String()
+	dead.Close() // nothing listens there now: connections are refused
+	p, err := faultproxy.New(deadAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	cfgs := []redis.Config{
+		{Addr: "redis://" + s.Addr + "/0"},
+		{Addr: "redis://" + p.Addr() + "/1", ReconnectInitial: 5 * time.Millisecond, ReconnectMax: 50 * time.Millisecond},
+		{Addr: zs.Addr},
+	}
+	var ts []transport.Transport
+	for _, cfg := range cfgs {
+		rt, err := redis.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, rt)
+	}
+	up := make(chan struct{})
+	y := &watched{Transport: ts[1].(*redis.Transport), up: up}
+	ts[1] = y
+	logs := &logRecords{}
+	e, err := engine.NewWithTransports(ts, api.WithTTL(period), api.WithRestartQuarantine(period), api.WithLogger(slog.New(logs)))
+	if err != nil {
+		t.Fatalf("construction with y down: %v", err)
+	}
+	defer e.Close()
+	// x and z (y is down) sit out their period; Lock retries until both vote.
+	wctx, cancel := context.WithTimeout(context.Background(), 10*period)
+	defer cancel()
+	l, err := e.Lock(wctx, "warm", api.WithMaxAttempts(0))
+	if err != nil {
+		t.Fatalf("x and z never voted: %v", err)
+	}
+	_ = l.Unlock(context.Background())
+	zs.Do(t, nil, "SET", "k", "someone-else", "PX", "60000") // z refuses k
+
+	p.SetTarget(s.Addr)
+	select {
+	case <-up:
+	case <-wctx.Done():
+		t.Fatal("the engine never read the server behind y")
+	}
+	held, err := e.TryLock(context.Background(), "k")
+	if err == nil {
+		_ = held.Unlock(context.Background())
+		t.Fatal("granted by x and y, two databases of one redis-server, while z refused: one process voted twice")
+	}
+	me := masterErr(t, err, p.Addr())
+	if !errors.Is(me, api.ErrInvalidArgument) {
+		t.Fatalf("y answered %v; want ErrInvalidArgument (%v)", me, err)
+	}
+	checkTwins(t, me, 1, 2, s.Addr, p.Addr(), runID(t, s))
+	if n := logs.count(slog.LevelError, "one server"); n != 1 {
+		t.Fatalf("%d error log lines about the twins; want 1", n)
+	}
+}
