@@ -155,8 +155,15 @@ func (h *logRecords) count(level slog.Level, msg string) int {
 	return n
 }
 
-// masterErr is the answer of the master named name in err's *api.Error.
+// masterErr is the error the master named name answered in err's *api.Error.
 func masterErr(t *testing.T, err error, name string) error {
+	t.Helper()
+	_, me := masterAnswer(t, err, name)
+	return me
+}
+
+// masterAnswer is the answer of the master named name in err's *api.Error.
+func masterAnswer(t *testing.T, err error, name string) (api.Answer, error) {
 	t.Helper()
 	var ae *api.Error
 	if !errors.As(err, &ae) {
@@ -164,11 +171,11 @@ func masterErr(t *testing.T, err error, name string) error {
 	}
 	for _, m := range ae.Masters {
 		if m.Master == name {
-			return m.Err
+			return m.Answer, m.Err
 		}
 	}
 	t.Fatalf("no answer from %s in %v", name, err)
-	return nil
+	return 0, nil
 }
 
 // checkVotesAgainIn checks the restart warning: it must say when the
@@ -192,7 +199,8 @@ func TestAddressFlipQuarantinedFromFirstSight(t *testing.T) {
 	x := newFlipper("x", time.Hour, a, other)
 	ts := []transport.Transport{x, newFlipper("y", time.Hour, b), newFlipper("z", time.Hour, c)}
 	logs := &logRecords{}
-	e, err := engine.NewWithTransports(ts, api.WithTTL(ttl), api.WithRestartQuarantine(ttl), api.WithLogger(slog.New(logs)))
+	e, err := engine.NewWithTransports(ts, api.WithTTL(ttl), api.WithRestartQuarantine(ttl),
+		api.WithMasterTimeout(time.Second), api.WithLogger(slog.New(logs)))
 	if err != nil {
 		t.Fatal(err)
 	}
