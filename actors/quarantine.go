@@ -36,6 +36,8 @@ type quarantine struct {
 	info     transport.InfoReporter
 	epocher  transport.Epocher // nil: only the periodic check sees restarts
 	name     string
+	index    int
+	twins    *twins
 	logger   *slog.Logger
 
 	vetted   bool      // we know when the master behind vettedAt started
@@ -102,6 +104,7 @@ func (q *quarantine) learn(n *node, r *infoResult) {
 	if r.err != nil {
 		// Unknown is not trusted: a master we cannot read does not vote.
 		q.vetted = false
+		q.twins.set(q.index, "")
 		q.release(n)
 		return
 	}
@@ -124,6 +127,7 @@ func (q *quarantine) learn(n *node, r *infoResult) {
 		started = q.started
 	}
 	q.runID, q.started, q.vettedAt, q.vetted = r.info.RunID, started, r.epoch, true
+	q.twins.set(q.index, r.info.RunID)
 	if q.epoch() != r.epoch {
 		q.check(n) // reconnected meanwhile: read again
 	}
@@ -153,25 +157,33 @@ func (q *quarantine) release(n *node) {
 }
 
 // vet turns the grants of batch b into ErrQuarantined failures unless the
-// master may vote. Releases are left alone: they only ever help.
+// master may vote. A master that is one server with another entry (see
+// twins) has every answer turned into that configuration error, so that
+// both entries show it. Releases are left alone: they only ever help.
 func (q *quarantine) vet(n *node, b *batch) {
 	if q == nil {
 		return
 	}
-	now := time.Now()
 	var reason error
+	answers := false // refusals too, not only grants
 	switch {
 	case !q.vetted || b.epoch != q.vettedAt:
 		reason = fmt.Errorf("%w: its process could not be checked since it (re)connected", api.ErrQuarantined)
 		q.check(n)
-	case now.Before(q.started.Add(q.period)):
+	default:
+		if reason = q.twins.err(q.index); reason != nil {
+			answers = true
+			break
+		}
+		now := time.Now()
+		if !now.Before(q.started.Add(q.period)) {
+			return
+		}
 		reason = fmt.Errorf("%w: up for %v, votes again in %v", api.ErrQuarantined,
 			now.Sub(q.started).Round(time.Millisecond), q.started.Add(q.period).Sub(now).Round(time.Millisecond))
-	default:
-		return
 	}
 	for i := range b.res {
-		if b.res[i].OK && b.ops[i].Kind != transport.Release {
+		if b.ops[i].Kind != transport.Release && (b.res[i].OK || (answers && b.res[i].Err == nil)) {
 			b.res[i] = transport.Result{Err: reason}
 		}
 	}
