@@ -66,7 +66,7 @@ func (tw *twins) set(i int, id string) {
 		}
 		if err == nil {
 			tw.errs[k].Store(nil)
-		} else if old := tw.errs[k].Load(); old == nil || (*old).Error() != err.Error() {
+		} else {
 			tw.errs[k].Store(&err)
 		}
 	}
