@@ -70,12 +70,13 @@ func Start(cfg Config) (*Cluster, error) {
 	// Coordinators' PIDs are needed by the nodes and the other way round, so
 	// the nodes learn them through the slice, filled before any call.
 	coords := make([]*actor.PID, cfg.Coordinators)
+	tw := newTwins(cfg.Names, logger)
 	for i, t := range cfg.Transports {
 		nd := &node{index: i, t: t, timeout: cfg.MasterTimeout, maxBatch: cfg.MaxBatch, maxInFlight: cfg.MaxInFlight, coords: coords, wg: &c.io}
 		if cfg.QuarantinePeriod > 0 {
 			if info, ok := t.(transport.InfoReporter); ok {
 				ep, _ := t.(transport.Epocher)
-				nd.q = &quarantine{period: cfg.QuarantinePeriod, interval: cfg.CheckInterval, info: info, epocher: ep, name: cfg.Names[i], logger: logger}
+				nd.q = &quarantine{period: cfg.QuarantinePeriod, interval: cfg.CheckInterval, info: info, epocher: ep, name: cfg.Names[i], index: i, twins: tw, logger: logger}
 			} else {
 				logger.Warn("redlock: master cannot report its run id and uptime, so it is not quarantined after a restart; it must keep its data across restarts", "master", cfg.Names[i])
 			}

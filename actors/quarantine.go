@@ -18,6 +18,13 @@ import (
 // holds the lock. So a master votes only once it has been up for period,
 // the largest TTL in use: by then every lock it may have held has expired.
 //
+// A run id that changes from one the node knew starts the period afresh,
+// from the moment the node read it, whatever the new process's uptime: the
+// address may now reach a different server (a VIP or DNS flip, a promoted
+// replica) that has been up for long and never held our keys. The first
+// run id a node reads has no predecessor to compare with, so it is trusted
+// by its uptime, as any fresh engine must.
+//
 // The node reads run_id and uptime on start, whenever the transport's epoch
 // (its connection) changes, and every interval. Grants are counted only
 // from a batch served entirely within the epoch that was checked, by a
@@ -29,6 +36,8 @@ type quarantine struct {
 	info     transport.InfoReporter
 	epocher  transport.Epocher // nil: only the periodic check sees restarts
 	name     string
+	index    int
+	twins    *twins
 	logger   *slog.Logger
 
 	vetted   bool      // we know when the master behind vettedAt started
@@ -95,20 +104,30 @@ func (q *quarantine) learn(n *node, r *infoResult) {
 	if r.err != nil {
 		// Unknown is not trusted: a master we cannot read does not vote.
 		q.vetted = false
+		q.twins.set(q.index, "")
 		q.release(n)
 		return
 	}
 	started := r.at.Add(-r.info.Uptime)
-	if r.info.RunID == q.runID && started.Before(q.started) {
+	switch {
+	case q.runID != "" && r.info.RunID != q.runID:
+		// Another process behind the address: restarted, or a VIP or DNS
+		// flip, a promoted replica, a reused port. Its uptime says nothing
+		// about our keys: a process up for a week may never have held
+		// them. Every key it lacks was set before it appeared here, so it
+		// votes one period after we first saw it (r.at is later than
+		// that, which errs on the safe side), never sooner.
+		started = r.at
+		q.logger.Warn("redlock: another master process behind this address (restarted, or the address now reaches a different server); in quarantine", "master", q.name,
+			"old_run_id", q.runID, "run_id", r.info.RunID, "uptime", r.info.Uptime,
+			"votes_again_in", time.Until(started.Add(q.period)).Round(time.Millisecond))
+	case r.info.RunID == q.runID && started.Before(q.started):
 		// The same process: a coarse uptime gives a slightly different
 		// start each time, and only the latest (safest) one counts.
 		started = q.started
 	}
-	if q.runID != "" && r.info.RunID != q.runID {
-		q.logger.Warn("redlock: master restarted; in quarantine", "master", q.name,
-			"old_run_id", q.runID, "run_id", r.info.RunID, "votes_again_in", time.Until(started.Add(q.period)).Round(time.Millisecond))
-	}
 	q.runID, q.started, q.vettedAt, q.vetted = r.info.RunID, started, r.epoch, true
+	q.twins.set(q.index, r.info.RunID)
 	if q.epoch() != r.epoch {
 		q.check(n) // reconnected meanwhile: read again
 	}
@@ -138,25 +157,33 @@ func (q *quarantine) release(n *node) {
 }
 
 // vet turns the grants of batch b into ErrQuarantined failures unless the
-// master may vote. Releases are left alone: they only ever help.
+// master may vote. A master that is one server with another entry (see
+// twins) has every answer turned into that configuration error, so that
+// both entries show it. Releases are left alone: they only ever help.
 func (q *quarantine) vet(n *node, b *batch) {
 	if q == nil {
 		return
 	}
-	now := time.Now()
 	var reason error
+	answers := false // refusals too, not only grants
 	switch {
 	case !q.vetted || b.epoch != q.vettedAt:
 		reason = fmt.Errorf("%w: its process could not be checked since it (re)connected", api.ErrQuarantined)
 		q.check(n)
-	case now.Before(q.started.Add(q.period)):
+	default:
+		if reason = q.twins.err(q.index); reason != nil {
+			answers = true
+			break
+		}
+		now := time.Now()
+		if !now.Before(q.started.Add(q.period)) {
+			return
+		}
 		reason = fmt.Errorf("%w: up for %v, votes again in %v", api.ErrQuarantined,
 			now.Sub(q.started).Round(time.Millisecond), q.started.Add(q.period).Sub(now).Round(time.Millisecond))
-	default:
-		return
 	}
 	for i := range b.res {
-		if b.res[i].OK && b.ops[i].Kind != transport.Release {
+		if b.ops[i].Kind != transport.Release && (b.res[i].OK || (answers && b.res[i].Err == nil)) {
 			b.res[i] = transport.Result{Err: reason}
 		}
 	}

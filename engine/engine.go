@@ -43,9 +43,12 @@ type Engine struct {
 var _ api.Locker = (*Engine)(nil)
 
 // New starts an engine over Redis masters given as "host:port",
-// "redis://[user:password@]host:port[/db]" or "rediss://..." (TLS). It does
-// not wait for the masters: one that is down costs its vote until it is
-// back, and Lock reports ErrQuorumUnreachable while too few are up.
+// "redis://[user:password@]host:port[/db]" or "rediss://..." (TLS). It asks
+// every master for its run id, for at most the master timeout (and at least
+// a second), and refuses masters that are one redis-server under two names
+// or database numbers. It does not wait for masters beyond that: one that
+// is down costs its vote until it is back, and Lock reports
+// ErrQuorumUnreachable while too few are up.
 func New(masters []string, opts ...api.Option) (*Engine, error) {
 	o, err := options(opts)
 	if err != nil {
@@ -88,7 +91,9 @@ func New(masters []string, opts ...api.Option) (*Engine, error) {
 
 // NewWithTransports starts an engine over the given transports, one per
 // master. The engine owns them from here on and closes them on Close (also
-// when NewWithTransports fails).
+// when NewWithTransports fails). Like New, it refuses transports that reach
+// one server (equal run ids from transport.InfoReporter), asking them for at
+// most the master timeout (at least a second).
 func NewWithTransports(ts []transport.Transport, opts ...api.Option) (*Engine, error) {
 	o, err := options(opts)
 	if err == nil {
@@ -158,6 +163,9 @@ func start(ts []transport.Transport, o api.Options) (*Engine, error) {
 			names[i] = nm.Name()
 		}
 	}
+	if err := distinctServers(ts, names, max(o.MasterTimeout, time.Second)); err != nil {
+		return nil, newErr(err)
+	}
 	cfg := actors.Config{
 		Transports:    ts,
 		Names:         names,
@@ -175,6 +183,60 @@ func start(ts []transport.Transport, o api.Options) (*Engine, error) {
 		return nil, newErr(err)
 	}
 	return &Engine{opts: o, cluster: cl, transports: ts, names: names, live: make(map[*lock]struct{})}, nil
+}
+
+// distinctServers refuses masters that are one server process: two names
+// for one host, two database numbers of one redis-server, a proxy and the
+// server behind it. One process would supply two votes. It asks every
+// transport that can tell for its run id, all at once, and waits at most
+// timeout: a master that is down or slow now is checked by the nodes at
+// run time instead (see actors/twins.go).
+func distinctServers(ts []transport.Transport, names []string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	type answer struct {
+		i  int
+		id string
+	}
+	answers := make(chan answer, len(ts)) // buffered: a late answer never blocks
+	asked := 0
+	for i, t := range ts {
+		r, ok := t.(transport.InfoReporter)
+		if !ok {
+			continue
+		}
+		asked++
+		go func() {
+			si, err := r.ServerInfo(ctx)
+			if err != nil {
+				si.RunID = ""
+			}
+			answers <- answer{i, si.RunID}
+		}()
+	}
+	ids := make([]string, len(ts))
+collect:
+	for range asked {
+		select {
+		case a := <-answers:
+			ids[a.i] = a.id
+		case <-ctx.Done():
+			// The stragglers' answers are skipped; their calls end with
+			// ctx, which the deferred cancel ends at once.
+			break collect
+		}
+	}
+	first := make(map[string]int, len(ts))
+	for i, id := range ids {
+		if id == "" {
+			continue
+		}
+		if j, dup := first[id]; dup {
+			return actors.SameServerError(j, i, names[j], names[i], id)
+		}
+		first[id] = i
+	}
+	return nil
 }
 
 func options(opts []api.Option) (api.Options, error) {

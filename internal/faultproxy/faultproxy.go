@@ -11,6 +11,9 @@
 //     not lost, and flow again when the cut ends, as TCP retransmits across
 //     a short partition. A request the client gave up on can thus still
 //     reach the server after the cut: the dangerous case of a timed-out SET.
+//   - SetTarget: new connections go to another server from now on, as after a
+//     VIP or DNS flip, a promoted replica or a port reused by another process;
+//     connections already open stay on the old one until Reset ends them.
 //
 // Each client connection gets its own upstream connection, and when either
 // side closes or fails, both are closed. So the proxy never hides a server
@@ -47,10 +50,10 @@ type Stats struct {
 
 // Proxy forwards connections from Addr to the target.
 type Proxy struct {
-	target string
-	ln     net.Listener
+	ln net.Listener
 
 	mu      sync.Mutex
+	target  string
 	closed  bool
 	delay   time.Duration
 	cutEnd  time.Time     // zero: not cut
@@ -80,8 +83,21 @@ func New(target string) (*Proxy, error) {
 // Addr is the address clients connect to.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// Target is the address the proxy forwards to.
-func (p *Proxy) Target() string { return p.target }
+// Target is the address the proxy forwards new connections to.
+func (p *Proxy) Target() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.target
+}
+
+// SetTarget sends every connection accepted from now on to addr (host:port).
+// Connections already open keep their upstream; Reset ends them, after which
+// a client that reconnects reaches addr.
+func (p *Proxy) SetTarget(addr string) {
+	p.mu.Lock()
+	p.target = addr
+	p.mu.Unlock()
+}
 
 // Stats returns the counters.
 func (p *Proxy) Stats() Stats {
@@ -264,7 +280,7 @@ func (l *link) run() {
 	if !l.p.waitFlow(l.done) {
 		return
 	}
-	up, err := net.DialTimeout("tcp", l.p.target, dialTimeout)
+	up, err := net.DialTimeout("tcp", l.p.Target(), dialTimeout)
 	if err != nil {
 		return
 	}

@@ -257,3 +257,35 @@ func TestClose(t *testing.T) {
 		t.Fatal("the proxy still accepts after Close")
 	}
 }
+
+// SetTarget leaves open connections on the old server; after Reset the
+// client reconnects to the new one, a different process with none of the
+// old keys: an address flip.
+func TestSetTargetFlipsNewConnections(t *testing.T) {
+	old, p, tr := setup(t)
+	other := redistest.Start(t, 1)[0]
+	if r := do(tr, time.Second, acquire("before", "v")); r.Err != nil || !r.OK {
+		t.Fatalf("acquire before the flip: %+v", r)
+	}
+	p.SetTarget(other.Addr)
+	if p.Target() != other.Addr {
+		t.Fatalf("Target %s after SetTarget(%s)", p.Target(), other.Addr)
+	}
+	// The open connection is untouched: "before" is still there, on old.
+	if r := do(tr, time.Second, acquire("before", "w")); r.Err != nil || r.OK {
+		t.Fatalf("acquire on the open connection after SetTarget: %+v, want refused by the old server", r)
+	}
+	if n := p.Reset(); n != 1 {
+		t.Fatalf("Reset aborted %d connections, want 1", n)
+	}
+	// Reconnected to other, which never saw "before".
+	if r := eventually(t, tr, acquire("before", "w")); !r.OK {
+		t.Fatalf("acquire after the flip: %+v, want granted by the other server", r)
+	}
+	if v, _ := other.Get(t, "before"); v != "w" {
+		t.Fatalf("other server has before=%q, want w", v)
+	}
+	if v, _ := old.Get(t, "before"); v != "v" {
+		t.Fatalf("old server has before=%q, want v (untouched)", v)
+	}
+}

@@ -24,17 +24,7 @@ func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transp
 		err := fmt.Errorf("%w: %d ops but %d results", transport.ErrInvalidOp, len(ops), len(results))
 		return transport.Fail(results[:min(len(ops), len(results))], err)
 	}
-	select {
-	case <-t.firstDone:
-	default:
-		// A transport just made has not tried to connect yet: wait for that
-		// first attempt (within ctx) rather than failing a batch sent right
-		// after New. Later, while reconnecting, Do fails at once.
-		select {
-		case <-t.firstDone:
-		case <-ctx.Done():
-		}
-	}
+	t.awaitFirst(ctx)
 	cs, down, ok := t.enter()
 	if !ok {
 		return transport.Fail(results, t.errClosed)

@@ -194,9 +194,10 @@ type connState struct {
 }
 
 // New validates cfg and returns a transport that connects in the background;
-// the master need not be up. Do waits (within its ctx) for the first
-// connection attempt; when that failed, and whenever the connection is lost,
-// Do fails at once with an error wrapping transport.ErrUnavailable.
+// the master need not be up. Do, Ping and ServerInfo wait (within their ctx)
+// for the first connection attempt; when that failed, and whenever the
+// connection is lost, they fail at once with an error wrapping
+// transport.ErrUnavailable.
 func New(cfg Config) (*Transport, error) {
 	r, err := cfg.resolve()
 	if err != nil {
@@ -562,8 +563,24 @@ func isRespErr(err error) bool {
 	return errors.As(err, new(resp3.SimpleError)) || errors.As(err, new(resp3.BlobError))
 }
 
+// awaitFirst waits (within ctx) for the first connection attempt of a
+// transport just made, rather than failing a call made right after New: the
+// engine asks every master for its run id as it starts. Later, while
+// reconnecting, calls fail at once.
+func (t *Transport) awaitFirst(ctx context.Context) {
+	select {
+	case <-t.firstDone:
+	default:
+		select {
+		case <-t.firstDone:
+		case <-ctx.Done():
+		}
+	}
+}
+
 // exec runs one action outside Do (PING, INFO).
 func (t *Transport) exec(ctx context.Context, a radix.Action) error {
+	t.awaitFirst(ctx)
 	cs, down, ok := t.enter()
 	if !ok {
 		return t.errClosed
