@@ -93,20 +93,26 @@ type Call struct {
 	lastAns  []api.MasterAnswer
 	bo       *backoff.ExponentialBackOff
 	timer    scheduler.CancelFunc // the armed retry timer, or a finished call's cleanup timer
-
-	// Cleanup of keys that ended attempts may have left (see
-	// coordinator.leave). Bit i of leftover: this call's value may remain
-	// on master i without being counted as held; it clears once a release
-	// of generation leftAt gets a definite answer there. Bit i of
-	// cleaning: such a release is out to master i.
-	leftover  uint64
-	cleaning  uint64
-	leftAt    int           // the generation: attempts made when leftover was last set
-	cleanWait time.Duration // the delay before the next background cleanup
+	// left tracks the keys that ended attempts may have left (see
+	// coordinator.leave); nil until an attempt fails, so that a call that
+	// wins at once carries only the pointer.
+	left *leftovers
 }
 
-// stop disarms the retry timer. A tick it already sent is dropped by its
-// stale seq.
+// leftovers is where an acquire call's value may remain from attempts that
+// did not win. Bit i of mask: the value may be on master i without being
+// counted as held; it clears once a release of generation gen gets a
+// definite answer there. Bit i of cleaning: such a release is out to
+// master i.
+type leftovers struct {
+	mask     uint64
+	cleaning uint64
+	gen      int           // the attempts made when mask was last set
+	wait     time.Duration // the delay before the next background cleanup
+}
+
+// stop disarms the call's timer. A retry tick it already sent is dropped by
+// its stale seq, a cleanup tick by the coordinator's pending set.
 func (c *Call) stop() {
 	if c.timer != nil {
 		c.timer()
@@ -133,7 +139,7 @@ type opRequest struct {
 	shard    int32
 	reply    bool // false: the sender wants no reply
 	// cleanup marks a release of what ended attempts left; its seq is the
-	// generation (Call.leftAt) it covers, not an attempt's seq, and its
+	// generation (leftovers.gen) it covers, not an attempt's seq, and its
 	// reply counts whatever the call's phase.
 	cleanup bool
 }

@@ -143,11 +143,11 @@ func (c *coordinator) attempt(ctx actor.Context, call *Call) {
 	call.token = 0
 	c.begin(call, phaseAcquiring)
 	call.t1 = time.Now()
-	if m := call.leftover &^ call.cleaning; m != 0 {
+	if l := call.left; l != nil && l.mask&^l.cleaning != 0 {
 		// An earlier attempt's key may still be here: release it first.
 		// The node applies ops on one key in send order, so the SET below
 		// finds it gone if the release gets through.
-		c.release(ctx, call, m)
+		c.release(ctx, call, l.mask&^l.cleaning)
 	}
 	if call.Fenced {
 		c.send(ctx, call, transport.AcquireFenced, true)
@@ -199,7 +199,7 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 		call.granted++
 		call.grants |= 1 << node
 		call.token = max(call.token, rep.res.Token)
-	case call.phase == phaseAcquiring && call.leftover&(1<<node) != 0:
+	case call.phase == phaseAcquiring && call.left != nil && call.left.mask&(1<<node) != 0:
 		// The release sent before this SET did not get through (its
 		// reply, sent first, would have cleared the bit): the key that
 		// refused may be this call's own.
@@ -353,12 +353,12 @@ func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
 	call.Err = err
 	delete(c.active, call)
 	close(call.done)
-	if call.leftover != 0 && err != nil && !c.closing {
+	if l := call.left; l != nil && l.mask != 0 && err != nil && !c.closing {
 		// Keys of a call that won belong to its lock, and Unlock
 		// releases them; a call that lost releases them from here on.
 		c.pending[call] = struct{}{}
-		call.cleanWait = c.masterTimeout
-		call.timer = c.sched.SendOnce(call.cleanWait, c.self, &cleanupTick{call: call})
+		l.wait = c.masterTimeout
+		call.timer = c.sched.SendOnce(l.wait, c.self, &cleanupTick{call: call})
 	}
 	if call.Queue {
 		c.handOn(ctx, call)
@@ -378,8 +378,12 @@ func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
 func (c *coordinator) leave(ctx actor.Context, call *Call) {
 	// A new generation: replies to earlier releases no longer clear a
 	// mark, since this attempt's SET may have followed them.
-	call.leftover, call.leftAt, call.cleaning = 1<<len(c.nodes)-1, call.attempts, 0
-	c.release(ctx, call, call.leftover)
+	if call.left == nil {
+		call.left = new(leftovers)
+	}
+	l := call.left
+	l.mask, l.gen, l.cleaning = 1<<len(c.nodes)-1, call.attempts, 0
+	c.release(ctx, call, l.mask)
 }
 
 // release sends a cleanup release of call's current generation to the
@@ -388,13 +392,13 @@ func (c *coordinator) release(ctx actor.Context, call *Call, mask uint64) {
 	r := &opRequest{
 		call:    call,
 		hash:    call.hash,
-		seq:     uint64(call.leftAt),
+		seq:     uint64(call.left.gen),
 		op:      transport.Op{Kind: transport.Release, Key: call.Key, Keys: call.Keys, Value: call.Value},
 		shard:   c.shard,
 		reply:   true,
 		cleanup: true,
 	}
-	call.cleaning |= mask
+	call.left.cleaning |= mask
 	for i, pid := range c.nodes {
 		if mask&(1<<i) != 0 {
 			ctx.Send(pid, r)
@@ -404,25 +408,25 @@ func (c *coordinator) release(ctx actor.Context, call *Call, mask uint64) {
 
 // cleaned counts the reply to a cleanup release, whatever the call's phase.
 func (c *coordinator) cleaned(ctx actor.Context, node int, rep *reply) {
-	call := rep.req.call
-	if int(rep.req.seq) != call.leftAt {
+	call, l := rep.req.call, rep.req.call.left
+	if int(rep.req.seq) != l.gen {
 		return // an earlier generation's: a later SET may have followed it
 	}
 	bit := uint64(1) << node
-	call.cleaning &^= bit
+	l.cleaning &^= bit
 	if rep.res.Err == nil {
 		// Deleted, or not ours there: either way nothing of ours is left.
-		call.leftover &^= bit
+		l.mask &^= bit
 	}
 	switch call.phase {
 	case phaseCleaning:
 		// The last attempt failed; report once its releases answered,
 		// as before. What they did not clean is cleaned in the background.
-		if call.cleaning == 0 {
+		if l.cleaning == 0 {
 			c.finish(ctx, call, call.lastErr)
 		}
 	case phaseDone:
-		if _, ok := c.pending[call]; ok && call.leftover == 0 {
+		if _, ok := c.pending[call]; ok && l.mask == 0 {
 			delete(c.pending, call)
 			call.stop()
 		}
@@ -439,15 +443,16 @@ func (c *coordinator) cleanLater(ctx actor.Context, call *Call) {
 		return // cleaned, or the engine is closing
 	}
 	call.timer = nil
-	if call.leftover == 0 || time.Since(call.t1) > 2*c.masterTimeout+call.TTL+call.Drift {
+	l := call.left
+	if l.mask == 0 || time.Since(call.t1) > 2*c.masterTimeout+call.TTL+call.Drift {
 		delete(c.pending, call)
 		return
 	}
-	if m := call.leftover &^ call.cleaning; m != 0 {
+	if m := l.mask &^ l.cleaning; m != 0 {
 		c.release(ctx, call, m)
 	}
-	call.cleanWait = min(2*call.cleanWait, max(cleanupMaxWait, c.masterTimeout))
-	call.timer = c.sched.SendOnce(call.cleanWait, c.self, &cleanupTick{call: call})
+	l.wait = min(2*l.wait, max(cleanupMaxWait, c.masterTimeout))
+	call.timer = c.sched.SendOnce(l.wait, c.self, &cleanupTick{call: call})
 }
 
 // cleanLast makes a final attempt at every background cleanup as the engine
@@ -455,7 +460,7 @@ func (c *coordinator) cleanLater(ctx actor.Context, call *Call) {
 func (c *coordinator) cleanLast(ctx actor.Context) {
 	for call := range c.pending {
 		call.stop()
-		if m := call.leftover &^ call.cleaning; m != 0 {
+		if m := call.left.mask &^ call.left.cleaning; m != 0 {
 			c.release(ctx, call, m)
 		}
 		delete(c.pending, call)
