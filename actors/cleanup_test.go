@@ -44,7 +44,7 @@ func (l *lossy) Do(ctx context.Context, ops []transport.Op, res []transport.Resu
 	hasRel, hasAcq := false, false
 	for _, op := range ops {
 		hasRel = hasRel || op.Kind == transport.Release
-		hasAcq = hasAcq || op.Kind == transport.Acquire
+		hasAcq = hasAcq || op.Kind == transport.Acquire || op.Kind == transport.AcquireFenced
 	}
 	l.mu.Lock()
 	if hasRel && (l.relDown || l.relDownN > 0) {
@@ -62,7 +62,7 @@ func (l *lossy) Do(ctx context.Context, ops []transport.Op, res []transport.Resu
 	err := l.Transport.Do(ctx, ops, res)
 	if lose {
 		for i, op := range ops {
-			if op.Kind == transport.Acquire {
+			if op.Kind == transport.Acquire || op.Kind == transport.AcquireFenced {
 				res[i] = transport.Result{Err: errLost}
 			}
 		}
@@ -108,26 +108,37 @@ func lockCall(key, value string, attempts int) *Call {
 // with the same value, must not be refused by the call's own key and
 // report the free lock as taken.
 func TestOwnLeftoverIsNotTaken(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c, ms, ls := lossyCluster(t, 3, 50*time.Millisecond)
-		defer c.Close()
-		for _, l := range ls {
-			l.set(func(l *lossy) { l.loseAcquire, l.relDownN = 1, 1 })
-		}
-		call := lockCall("k", "v", 2)
-		if err := c.Submit(call); err != nil {
-			t.Fatal(err)
-		}
-		<-call.Done()
-		if call.Err != nil {
-			t.Fatalf("lock with its own leftovers on every master, the lock otherwise free: %v; want it held", call.Err)
-		}
-		for i, m := range ms {
-			if v, ok := m.Get("k"); !ok || v != "v" {
-				t.Fatalf("master %d holds k=%q (%v); want the call's value", i, v, ok)
-			}
-		}
-	})
+	for _, tc := range []struct {
+		name   string
+		keys   []string
+		fenced bool
+	}{{name: "one key"}, {name: "multi-key", keys: []string{"k", "k2"}}, {name: "fenced", fenced: true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c, ms, ls := lossyCluster(t, 3, 50*time.Millisecond)
+				defer c.Close()
+				for _, l := range ls {
+					l.set(func(l *lossy) { l.loseAcquire, l.relDownN = 1, 1 })
+				}
+				call := lockCall("k", "v", 2)
+				call.Keys, call.Fenced = tc.keys, tc.fenced
+				if err := c.Submit(call); err != nil {
+					t.Fatal(err)
+				}
+				<-call.Done()
+				if call.Err != nil {
+					t.Fatalf("lock with its own leftovers on every master, the lock otherwise free: %v; want it held", call.Err)
+				}
+				for i, m := range ms {
+					for _, k := range append([]string{"k"}, tc.keys...) {
+						if v, ok := m.Get(k); !ok || v != "v" {
+							t.Fatalf("master %d holds %s=%q (%v); want the call's value", i, k, v, ok)
+						}
+					}
+				}
+			})
+		})
+	}
 }
 
 // While the cleanup releases keep failing, a refusal may come from the
