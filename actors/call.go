@@ -40,7 +40,15 @@ const (
 // Call is one Lock, TryLock, Unlock or Extend travelling through the
 // coordinator. The caller fills the request fields, submits it, waits on
 // Done and then reads the result fields. Everything else belongs to the
-// coordinator: no other goroutine touches it, so it needs no locking.
+// coordinator: no other goroutine touches it, so it needs no locking; the
+// coordinator may go on using it after Done is closed.
+//
+// An acquire call uses one Value for every attempt, so that any key an
+// attempt left behind carries it. A call that wins leaves the keys of its
+// earlier attempts to Unlock, whose release on every master deletes them
+// with the lock's own. A call that ends without the lock keeps releasing
+// them in the background after Done is closed, until each master has
+// answered or the keys must have expired (see coordinator.leave).
 type Call struct {
 	// Request, set by the caller before Submit and read-only afterwards.
 	Kind  CallKind
@@ -84,11 +92,27 @@ type Call struct {
 	lastErr  error
 	lastAns  []api.MasterAnswer
 	bo       *backoff.ExponentialBackOff
-	timer    scheduler.CancelFunc // the armed retry timer, if any
+	timer    scheduler.CancelFunc // the armed retry timer, or a finished call's cleanup timer
+	// left tracks the keys that ended attempts may have left (see
+	// coordinator.leave); nil until an attempt fails, so that a call that
+	// wins at once carries only the pointer.
+	left *leftovers
 }
 
-// stop disarms the retry timer. A tick it already sent is dropped by its
-// stale seq.
+// leftovers is where an acquire call's value may remain from attempts that
+// did not win. Bit i of mask: the value may be on master i without being
+// counted as held; it clears once a release of generation gen gets a
+// definite answer there. Bit i of cleaning: such a release is out to
+// master i.
+type leftovers struct {
+	mask     uint64
+	cleaning uint64
+	gen      int           // the attempts made when mask was last set
+	wait     time.Duration // the delay before the next background cleanup
+}
+
+// stop disarms the call's timer. A retry tick it already sent is dropped by
+// its stale seq, a cleanup tick by the coordinator's pending set.
 func (c *Call) stop() {
 	if c.timer != nil {
 		c.timer()
@@ -113,7 +137,11 @@ type opRequest struct {
 	op       transport.Op
 	deadline time.Time // Acquire only: not worth sending after this
 	shard    int32
-	reply    bool // false for fire-and-forget cleanup
+	reply    bool // false: the sender wants no reply
+	// cleanup marks a release of what ended attempts left; its seq is the
+	// generation (leftovers.gen) it covers, not an attempt's seq, and its
+	// reply counts whatever the call's phase.
+	cleanup bool
 }
 
 // reply is one master's answer to one opRequest.
@@ -164,6 +192,10 @@ type retryTick struct {
 	call *Call
 	seq  uint64
 }
+
+// cleanupTick is the timer message of a finished call's next background
+// cleanup.
+type cleanupTick struct{ call *Call }
 
 // closeCalls asks a coordinator to finish every active call with ErrClosed
 // and close done; the coordinator keeps running to absorb late replies.

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -27,7 +28,22 @@ type coordinator struct {
 	active  map[*Call]struct{}
 	queues  map[string]*waitQueue // keys with a local contender
 	closing bool
+
+	// pending holds acquire calls that ended without the lock while some
+	// master may still hold their value: they are released in the
+	// background (see leave).
+	pending map[*Call]struct{}
 }
+
+// cleanupMaxWait caps the delay between background cleanups of one call
+// (or the master timeout, if larger): a master that comes back is cleaned
+// within about this long.
+const cleanupMaxWait = time.Second
+
+// errOwnLeftover fails an acquire refused by a master where an earlier
+// attempt of the same call may have left its key: the refusal may be the
+// call's own value, so it must not count as "taken".
+var errOwnLeftover = errors.New("refused, possibly by this call's own earlier attempt whose release did not get through")
 
 // waitQueue is the local line for one key (design §6): one contender runs
 // attempts, the others wait their turn, first come first served.
@@ -51,22 +67,27 @@ func (c *coordinator) Receive(ctx actor.Context) {
 		}
 	case *cancelCall:
 		c.cancel(ctx, m.call, m.err)
+	case *cleanupTick:
+		c.cleanLater(ctx, m.call)
 	case *actor.Started:
 		c.self = ctx.Self()
 		c.sched = scheduler.NewTimerScheduler(ctx)
 		c.active = make(map[*Call]struct{})
 		c.queues = make(map[string]*waitQueue)
+		c.pending = make(map[*Call]struct{})
 	case *closeCalls:
 		c.closing = true
 		for call := range c.active {
 			c.abandon(ctx, call, api.ErrClosed)
 		}
+		c.cleanLast(ctx)
 		close(m.done)
 	case *actor.Stopping:
 		c.closing = true
 		for call := range c.active {
 			c.abandon(ctx, call, api.ErrClosed)
 		}
+		c.cleanLast(ctx)
 	}
 }
 
@@ -122,6 +143,12 @@ func (c *coordinator) attempt(ctx actor.Context, call *Call) {
 	call.token = 0
 	c.begin(call, phaseAcquiring)
 	call.t1 = time.Now()
+	if l := call.left; l != nil && l.mask&^l.cleaning != 0 {
+		// An earlier attempt's key may still be here: release it first.
+		// The node applies ops on one key in send order, so the SET below
+		// finds it gone if the release gets through.
+		c.release(ctx, call, l.mask&^l.cleaning)
+	}
 	if call.Fenced {
 		c.send(ctx, call, transport.AcquireFenced, true)
 	} else {
@@ -152,16 +179,12 @@ func (c *coordinator) send(ctx actor.Context, call *Call, kind transport.OpKind,
 
 func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 	call := rep.req.call
-	if rep.req.seq != call.seq || call.phase == phaseDone || call.phase == phaseWaiting || call.phase == phaseQueued {
-		return // a late reply to an attempt already decided
-	}
-	if call.phase == phaseCleaning {
-		if rep.req.op.Kind == transport.Release {
-			if call.replied++; call.replied == len(c.nodes) {
-				c.finish(ctx, call, call.lastErr)
-			}
-		}
+	if rep.req.cleanup {
+		c.cleaned(ctx, node, rep)
 		return
+	}
+	if rep.req.seq != call.seq || call.phase == phaseDone || call.phase == phaseWaiting || call.phase == phaseQueued || call.phase == phaseCleaning {
+		return // a late reply to an attempt already decided
 	}
 	call.replied++
 	call.answered |= 1 << node
@@ -176,6 +199,15 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 		call.granted++
 		call.grants |= 1 << node
 		call.token = max(call.token, rep.res.Token)
+	case call.phase == phaseAcquiring && call.left != nil && call.left.mask&(1<<node) != 0:
+		// The release sent before this SET did not get through (its
+		// reply, sent first, would have cleared the bit): the key that
+		// refused may be this call's own.
+		call.failed++
+		if call.errs == nil {
+			call.errs = make([]error, len(c.nodes))
+		}
+		call.errs[node] = errOwnLeftover
 	default:
 		call.refused++
 	}
@@ -245,14 +277,12 @@ func (c *coordinator) failAttempt(ctx actor.Context, call *Call, sentinel error,
 	call.lastErr = sentinel
 	call.lastAns = c.answers(call)
 	err := &api.Error{Op: call.Op, Key: call.Key, Err: sentinel, Attempts: call.attempts, Masters: call.lastAns, Detail: detail}
+	c.leave(ctx, call)
 	if call.Retry.MaxAttempts > 0 && call.attempts >= call.Retry.MaxAttempts {
 		call.phase = phaseCleaning
-		call.replied = 0
 		call.lastErr = err
-		c.send(ctx, call, transport.Release, true)
 		return
 	}
-	c.send(ctx, call, transport.Release, false)
 	call.phase = phaseWaiting
 	if call.bo == nil {
 		call.bo = &backoff.ExponentialBackOff{
@@ -312,7 +342,7 @@ func (c *coordinator) abandon(ctx actor.Context, call *Call, cause error) {
 		ans = c.answers(call)
 	}
 	if call.phase == phaseAcquiring || call.phase == phaseFencing {
-		c.send(ctx, call, transport.Release, false)
+		c.leave(ctx, call)
 	}
 	c.finish(ctx, call, &api.Error{Op: call.Op, Key: call.Key, Err: cause, Last: last, Attempts: call.attempts, Masters: ans})
 }
@@ -323,8 +353,117 @@ func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
 	call.Err = err
 	delete(c.active, call)
 	close(call.done)
+	if l := call.left; l != nil && l.mask != 0 && err != nil && !c.closing {
+		// Keys of a call that won belong to its lock, and Unlock
+		// releases them; a call that lost releases them from here on.
+		c.pending[call] = struct{}{}
+		l.wait = c.masterTimeout
+		call.timer = c.sched.SendOnce(l.wait, c.self, &cleanupTick{call: call})
+	}
 	if call.Queue {
 		c.handOn(ctx, call)
+	}
+}
+
+// leave ends an attempt that did not win: its SET may have landed on any
+// master (one that timed out, and even one that refused, whose key may be
+// this call's own from an earlier attempt), so every master is marked and
+// sent a release. Marks clear as the releases get definite answers. The
+// next attempt re-sends the release, ahead of its SET, to masters still
+// marked and counts their refusals as failures (errOwnLeftover), so a call
+// never reports "taken" because of its own value. A call that ends without
+// the lock keeps re-sending, on a timer backing off from the master timeout
+// to cleanupMaxWait, until every mark is clear or the keys must have
+// expired (cleanLater). Only failed attempts pay for any of this.
+func (c *coordinator) leave(ctx actor.Context, call *Call) {
+	// A new generation: replies to earlier releases no longer clear a
+	// mark, since this attempt's SET may have followed them.
+	if call.left == nil {
+		call.left = new(leftovers)
+	}
+	l := call.left
+	l.mask, l.gen, l.cleaning = 1<<len(c.nodes)-1, call.attempts, 0
+	c.release(ctx, call, l.mask)
+}
+
+// release sends a cleanup release of call's current generation to the
+// masters in mask.
+func (c *coordinator) release(ctx actor.Context, call *Call, mask uint64) {
+	r := &opRequest{
+		call:    call,
+		hash:    call.hash,
+		seq:     uint64(call.left.gen),
+		op:      transport.Op{Kind: transport.Release, Key: call.Key, Keys: call.Keys, Value: call.Value},
+		shard:   c.shard,
+		reply:   true,
+		cleanup: true,
+	}
+	call.left.cleaning |= mask
+	for i, pid := range c.nodes {
+		if mask&(1<<i) != 0 {
+			ctx.Send(pid, r)
+		}
+	}
+}
+
+// cleaned counts the reply to a cleanup release, whatever the call's phase.
+func (c *coordinator) cleaned(ctx actor.Context, node int, rep *reply) {
+	call, l := rep.req.call, rep.req.call.left
+	if int(rep.req.seq) != l.gen {
+		return // an earlier generation's: a later SET may have followed it
+	}
+	bit := uint64(1) << node
+	l.cleaning &^= bit
+	if rep.res.Err == nil {
+		// Deleted, or not ours there: either way nothing of ours is left.
+		l.mask &^= bit
+	}
+	switch call.phase {
+	case phaseCleaning:
+		// The last attempt failed; report once its releases answered,
+		// as before. What they did not clean is cleaned in the background.
+		if l.cleaning == 0 {
+			c.finish(ctx, call, call.lastErr)
+		}
+	case phaseDone:
+		if _, ok := c.pending[call]; ok && l.mask == 0 {
+			delete(c.pending, call)
+			call.stop()
+		}
+	}
+}
+
+// cleanLater re-sends a finished call's releases that have not got
+// through, and re-arms its timer, until none is left or its keys must have
+// expired: the last SET went out by t1 + master timeout and was applied
+// within another master timeout, and lives TTL there, give or take the
+// drift allowance.
+func (c *coordinator) cleanLater(ctx actor.Context, call *Call) {
+	if _, ok := c.pending[call]; !ok {
+		return // cleaned, or the engine is closing
+	}
+	call.timer = nil
+	l := call.left
+	if l.mask == 0 || time.Since(call.t1) > 2*c.masterTimeout+call.TTL+call.Drift {
+		delete(c.pending, call)
+		return
+	}
+	if m := l.mask &^ l.cleaning; m != 0 {
+		c.release(ctx, call, m)
+	}
+	l.wait = min(2*l.wait, max(cleanupMaxWait, c.masterTimeout))
+	call.timer = c.sched.SendOnce(l.wait, c.self, &cleanupTick{call: call})
+}
+
+// cleanLast makes a final attempt at every background cleanup as the engine
+// closes; what it does not clean expires by its TTL.
+func (c *coordinator) cleanLast(ctx actor.Context) {
+	for call := range c.pending {
+		call.stop()
+		if m := call.left.mask &^ call.left.cleaning; m != 0 {
+			c.release(ctx, call, m)
+		}
+		delete(c.pending, call)
 	}
 }
 
