@@ -493,6 +493,10 @@ func (l *lock) arm() {
 	}
 }
 
+// tick runs on the timer's goroutine. It never waits for the handle's
+// mutex: while an auto-extension is due, the timer stays armed for the
+// validity deadline, so Done closes at Until whatever Extend or Unlock is
+// doing meanwhile.
 func (l *lock) tick() {
 	l.sig.Lock()
 	if l.cause != nil {
@@ -501,8 +505,8 @@ func (l *lock) tick() {
 	}
 	now := time.Now()
 	if !now.Before(l.until) {
+		l.loseLocked(&api.Error{Op: "lock", Key: l.key, Err: api.ErrExpired})
 		l.sig.Unlock()
-		l.lose(&api.Error{Op: "lock", Key: l.key, Err: api.ErrExpired})
 		return
 	}
 	if l.auto == 0 || l.extended >= l.maxExt || now.Before(l.extendAt) {
@@ -511,15 +515,35 @@ func (l *lock) tick() {
 		return
 	}
 	until := l.until
+	l.timer.Reset(time.Until(until))
 	l.sig.Unlock()
+	if !l.mu.TryLock() {
+		// The user's Extend or Unlock has the handle. Unlock ends the lock;
+		// Extend re-arms the timer once it has let go of mu, so a failed one
+		// is retried here.
+		return
+	}
 	// Extend never outlives the validity: past it the lock may be someone
 	// else's, and extending would be a lie.
 	ctx, cancel := context.WithDeadline(context.Background(), until)
-	err := l.Extend(ctx)
+	err := l.extend(ctx)
 	cancel()
+	l.mu.Unlock()
 	if err != nil {
 		l.lose(&api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Last: err, Detail: "auto-extension failed"})
+		return
 	}
+	l.rearm()
+}
+
+// rearm points a watched lock's timer at its next event after an
+// extension, whatever came of it.
+func (l *lock) rearm() {
+	l.sig.Lock()
+	if l.timer != nil {
+		l.arm()
+	}
+	l.sig.Unlock()
 }
 
 // lose ends the lock's life with cause: Done closes, timers stop.
@@ -548,7 +572,16 @@ func (l *lock) loseLocked(cause error) {
 
 func (l *lock) Extend(ctx context.Context) error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	err := l.extend(ctx)
+	l.mu.Unlock()
+	// After mu is free: a tick that found it taken has left the timer at
+	// the deadline and counts on this to bring the next extension back.
+	l.rearm()
+	return err
+}
+
+// extend is Extend with mu held.
+func (l *lock) extend(ctx context.Context) error {
 	notHeld := func(why string) error {
 		return &api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Detail: why}
 	}
@@ -590,9 +623,6 @@ func (l *lock) Extend(ctx context.Context) error {
 	}
 	if u := call.Start.Add(call.Validity); u.After(l.until) {
 		l.granted(call.Start, call.Validity)
-	}
-	if l.timer != nil {
-		l.arm()
 	}
 	return nil
 }
