@@ -106,3 +106,48 @@ func TestDoneOnTimeWhileExtendHeld(t *testing.T) {
 		t.Fatalf("the held Extend, let go past Until: %v, want ErrNotHeld", err)
 	}
 }
+
+// After Close every lock of the engine says so, watched or not, and Done of
+// a lock nobody watched is closed at once instead of arming a timer.
+func TestCloseEndsUnwatchedLocks(t *testing.T) {
+	e, err := engine.NewMemory(3) // TTL 10s: nothing expires during the test
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var ls []api.Lock
+	for _, k := range []string{"err-first", "done-first", "extend-first"} {
+		l, err := e.TryLock(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	if err := e.Close(); err != nil {
+		t.Error(err)
+	}
+	if err := ls[0].Err(); !errors.Is(err, api.ErrClosed) {
+		t.Errorf("Err of an unwatched lock after Close = %v, want ErrClosed", err)
+	}
+	select {
+	case <-ls[1].Done():
+	default:
+		t.Error("Done of an unwatched lock after Close is open (and armed a timer on a closed engine)")
+	}
+	if err := ls[1].Err(); !errors.Is(err, api.ErrClosed) {
+		t.Errorf("Err after Done after Close = %v, want ErrClosed", err)
+	}
+	if err := ls[2].Extend(ctx); !errors.Is(err, api.ErrClosed) {
+		t.Errorf("Extend after Close = %v, want ErrClosed", err)
+	}
+	if err := ls[2].Err(); !errors.Is(err, api.ErrClosed) {
+		t.Errorf("Err after Extend after Close = %v, want ErrClosed", err)
+	}
+	for i, l := range ls {
+		select {
+		case <-l.Done():
+		default:
+			t.Errorf("lock %d: Done open after Close", i)
+		}
+	}
+}
