@@ -16,6 +16,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -38,6 +39,11 @@ type Engine struct {
 
 	liveMu sync.Mutex
 	live   map[*lock]struct{} // locks with an armed timer, stopped on Close
+	// closed is set by Close (with closedAt, under liveMu). Locks with no
+	// timer are not in live: they read it when asked, so Close need not
+	// know every lock and an unwatched lock costs nothing.
+	closed   atomic.Bool
+	closedAt time.Time
 }
 
 var _ api.Locker = (*Engine)(nil)
@@ -222,18 +228,22 @@ func (e *Engine) Quorum() int { return e.cluster.Quorum() }
 func (e *Engine) Options() api.Options { return e.opts }
 
 // Close stops every actor, timer and goroutine of the engine and closes the
-// transports. Calls in progress fail with ErrClosed. It is safe to call more
-// than once.
+// transports. Calls in progress fail with ErrClosed, and every lock of the
+// engine, watched or not, is lost: its Done is closed and its Err wraps
+// ErrClosed (ErrExpired if its validity had run out first). It is safe to
+// call more than once.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		e.liveMu.Lock()
+		e.closedAt = time.Now()
+		e.closed.Store(true) // from here on arm starts no timer
 		live := make([]*lock, 0, len(e.live))
 		for l := range e.live {
 			live = append(live, l)
 		}
 		e.liveMu.Unlock()
 		for _, l := range live {
-			l.lose(&api.Error{Op: "lock", Key: l.key, Err: api.ErrClosed})
+			l.lose(l.closedErr())
 		}
 		err := e.cluster.Close()
 		for _, t := range e.transports {
@@ -434,6 +444,7 @@ func (l *lock) Done() <-chan struct{} {
 	l.sig.Lock()
 	defer l.sig.Unlock()
 	if l.done == nil {
+		l.checkLocked()
 		l.done = make(chan struct{})
 		if l.cause != nil {
 			close(l.done)
@@ -447,13 +458,27 @@ func (l *lock) Done() <-chan struct{} {
 func (l *lock) Err() error {
 	l.sig.Lock()
 	defer l.sig.Unlock()
-	// The timer runs only for watched locks, so the clock is the truth:
-	// past Until nobody can vouch for the lock, whether or not Done was
-	// ever called.
-	if l.cause == nil && !time.Now().Before(l.until) {
+	l.checkLocked()
+	return l.causeLocked()
+}
+
+// checkLocked settles what a lock with no timer cannot be told: the timer
+// runs only for watched locks, so the clock and the engine are the truth.
+// Past Until nobody can vouch for the lock, and once the engine closed
+// nobody will, whether or not Done was ever called. sig held.
+func (l *lock) checkLocked() {
+	if l.cause != nil {
+		return
+	}
+	if l.e.closed.Load() && l.e.closedAt.Before(l.until) {
+		l.loseLocked(l.closedErr())
+	} else if !time.Now().Before(l.until) {
 		l.loseLocked(&api.Error{Op: "lock", Key: l.key, Err: api.ErrExpired})
 	}
-	return l.causeLocked()
+}
+
+func (l *lock) closedErr() error {
+	return &api.Error{Op: "lock", Key: l.key, Err: api.ErrClosed}
 }
 
 // causeLocked is the cause with the released marker spelled out; sig held.
@@ -484,8 +509,16 @@ func (l *lock) arm() {
 	}
 	d := time.Until(next)
 	if l.timer == nil {
-		l.timer = time.AfterFunc(d, l.tick)
+		// Checked under liveMu, which Close holds while it sets closed and
+		// collects the live locks: a timer is either stopped by Close or
+		// never started.
 		l.e.liveMu.Lock()
+		if l.e.closed.Load() {
+			l.e.liveMu.Unlock()
+			l.loseLocked(l.closedErr())
+			return
+		}
+		l.timer = time.AfterFunc(d, l.tick)
 		l.e.live[l] = struct{}{}
 		l.e.liveMu.Unlock()
 	} else {
@@ -586,6 +619,9 @@ func (l *lock) extend(ctx context.Context) error {
 		return &api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Detail: why}
 	}
 	l.sig.Lock()
+	if l.e.closed.Load() {
+		l.checkLocked()
+	}
 	cause, until := l.causeLocked(), l.until
 	l.sig.Unlock()
 	switch {
@@ -635,6 +671,11 @@ func (l *lock) Unlock(ctx context.Context) error {
 	}
 	if err := ctx.Err(); err != nil {
 		return &api.Error{Op: "unlock", Key: l.key, Err: err}
+	}
+	if l.e.closed.Load() {
+		l.sig.Lock()
+		l.checkLocked() // closed before released, as for a watched lock
+		l.sig.Unlock()
 	}
 	// From here on the engine cannot vouch for the lock.
 	l.lose(released)
