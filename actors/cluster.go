@@ -132,6 +132,11 @@ func (c *Cluster) Cancel(call *Call, err error) {
 	}
 }
 
+// ShardOf is the coordinator shard that runs the calls of key.
+func (c *Cluster) ShardOf(key string) int {
+	return int(keyHash(key) % uint64(len(c.coords)))
+}
+
 func (c *Cluster) shard(call *Call) int {
 	return int(call.hash % uint64(len(c.coords)))
 }

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -150,4 +151,120 @@ func TestCloseEndsUnwatchedLocks(t *testing.T) {
 			t.Errorf("lock %d: Done open after Close", i)
 		}
 	}
+}
+
+// watchAcquires reports the key of every single-key Acquire a master
+// refused.
+type watchAcquires struct {
+	transport.Transport
+	refused chan string
+}
+
+func (w *watchAcquires) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
+	err := w.Transport.Do(ctx, ops, res)
+	for i, op := range ops {
+		if op.Kind == transport.Acquire && op.Keys == nil && res[i].Err == nil && !res[i].OK {
+			select {
+			case w.refused <- op.Key:
+			default:
+			}
+		}
+	}
+	return err
+}
+
+// Unlocking a multi-key lock wakes the local waiters of every one of its
+// keys, in its own coordinator shard and in others, not only of its first.
+func TestMultiKeyUnlockWakesEveryKey(t *testing.T) {
+	_, ts := memoryMasters(3)
+	refused := make(chan string, 64)
+	for i := range ts {
+		ts[i] = &watchAcquires{Transport: ts[i], refused: refused}
+	}
+	// A waiter that is not woken retries after a minute: far longer than
+	// any wake-up could take.
+	const backoff = time.Minute
+	e, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine(), api.WithCoordinators(2),
+		api.WithRetry(api.Retry{InitialInterval: backoff, MaxInterval: backoff, Multiplier: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	first := "a"
+	var other, same string // a key in another shard than first's, and one in the same
+	for i := 0; other == "" || same == ""; i++ {
+		k := fmt.Sprintf("k%d", i)
+		if engine.ShardOf(e, k) != engine.ShardOf(e, first) {
+			other = cmpOr(other, k)
+		} else {
+			same = cmpOr(same, k)
+		}
+	}
+	if engine.ShardOf(e, other) == engine.ShardOf(e, first) || engine.ShardOf(e, same) != engine.ShardOf(e, first) {
+		t.Fatalf("shards: %q %d, %q %d, %q %d", first, engine.ShardOf(e, first), other, engine.ShardOf(e, other), same, engine.ShardOf(e, same))
+	}
+	ctx := context.Background()
+	holder, err := e.LockAll(ctx, []string{first, other, same})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		key string
+		err error
+	}
+	got := make(chan result, 2)
+	for _, k := range []string{other, same} {
+		go func() {
+			l, err := e.Lock(wctx, k)
+			if err == nil {
+				err = l.Unlock(ctx)
+			}
+			got <- result{k, err}
+		}()
+	}
+	received := 0
+	defer func() {
+		cancel() // a waiter left behind ends with its context
+		for ; received < cap(got); received++ {
+			<-got
+		}
+	}()
+	// Each waiter's first attempt is refused by every master; then it
+	// backs off for a minute unless the Unlock wakes it.
+	left := map[string]int{other: len(ts), same: len(ts)}
+	for left[other]+left[same] > 0 {
+		select {
+		case k := <-refused:
+			left[k]--
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the waiters' first attempts were not refused: %v left", left)
+		}
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	woken := map[string]bool{}
+	timeout := time.After(backoff / 4)
+	for len(woken) < 2 {
+		select {
+		case r := <-got:
+			received++
+			if r.err != nil {
+				t.Fatalf("waiter of %q: %v", r.key, r.err)
+			}
+			woken[r.key] = true
+		case <-timeout:
+			t.Fatalf("after Unlock of [%s %s %s]: woken %v; the waiter of %q (other shard) or %q (same shard) still sleeps in its %v backoff",
+				first, other, same, woken, other, same, backoff)
+		}
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
