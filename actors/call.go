@@ -165,6 +165,10 @@ type retryTick struct {
 	seq  uint64
 }
 
+// wakeKey tells the coordinator of key's shard that a multi-key Unlock
+// whose first key is in another shard has released key.
+type wakeKey struct{ key string }
+
 // closeCalls asks a coordinator to finish every active call with ErrClosed
 // and close done; the coordinator keeps running to absorb late replies.
 type closeCalls struct{ done chan struct{} }

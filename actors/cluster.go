@@ -67,8 +67,9 @@ func Start(cfg Config) (*Cluster, error) {
 		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 	)
 	c := &Cluster{system: system, timeout: cfg.MasterTimeout, quorum: n/2 + 1}
-	// Coordinators' PIDs are needed by the nodes and the other way round, so
-	// the nodes learn them through the slice, filled before any call.
+	// Coordinators' PIDs are needed by the nodes (and by each other, for
+	// wake-ups) and the other way round, so they learn them through the
+	// slice, filled before any call.
 	coords := make([]*actor.PID, cfg.Coordinators)
 	for i, t := range cfg.Transports {
 		nd := &node{index: i, t: t, timeout: cfg.MasterTimeout, maxBatch: cfg.MaxBatch, maxInFlight: cfg.MaxInFlight, coords: coords, wg: &c.io}
@@ -93,7 +94,7 @@ func Start(cfg Config) (*Cluster, error) {
 		c.nodes = append(c.nodes, pid)
 	}
 	for i := range coords {
-		co := &coordinator{shard: int32(i), nodes: c.nodes, names: cfg.Names, quorum: c.quorum, masterTimeout: cfg.MasterTimeout}
+		co := &coordinator{shard: int32(i), nodes: c.nodes, coords: coords, names: cfg.Names, quorum: c.quorum, masterTimeout: cfg.MasterTimeout}
 		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return co }, actor.WithMailbox(newMailbox)), fmt.Sprintf("coordinator-%d", i))
 		if err != nil {
 			c.stopAll()

@@ -17,6 +17,7 @@ import (
 type coordinator struct {
 	shard         int32
 	nodes         []*actor.PID
+	coords        []*actor.PID // every shard, this one included, by shard number
 	names         []string
 	quorum        int
 	masterTimeout time.Duration
@@ -51,6 +52,8 @@ func (c *coordinator) Receive(ctx actor.Context) {
 		}
 	case *cancelCall:
 		c.cancel(ctx, m.call, m.err)
+	case *wakeKey:
+		c.wake(ctx, m.key)
 	case *actor.Started:
 		c.self = ctx.Self()
 		c.sched = scheduler.NewTimerScheduler(ctx)
@@ -87,21 +90,41 @@ func (c *coordinator) start(ctx actor.Context, call *Call) {
 		c.begin(call, phaseReleasing)
 		call.t1 = time.Now()
 		c.send(ctx, call, transport.Release, true)
-		// A local waiter sleeping in backoff goes now: the node actors
-		// send this release before its SET, so it finds the key free.
-		if q := c.queues[call.Key]; q != nil {
-			switch q.contender.phase {
-			case phaseWaiting:
-				q.contender.stop()
-				c.attempt(ctx, q.contender)
-			case phaseAcquiring:
-				q.contender.wake = true // its SET went out before this release
+		if call.Keys == nil {
+			c.wake(ctx, call.Key)
+			return
+		}
+		// Every key of a multi-key lock may have a local waiter, in this
+		// shard or another. The wake message leaves after the release went
+		// to the node actors, so there too the waiter's SET follows it.
+		for _, k := range call.Keys {
+			if s := keyHash(k) % uint64(len(c.coords)); s == uint64(c.shard) {
+				c.wake(ctx, k)
+			} else {
+				ctx.Send(c.coords[s], &wakeKey{key: k})
 			}
 		}
 	case Extend:
 		c.begin(call, phaseExtending)
 		call.t1 = time.Now()
 		c.send(ctx, call, transport.Extend, true)
+	}
+}
+
+// wake sends key's local contender, if it sleeps in backoff, to try again
+// now: a local Unlock has just sent its release to the node actors, which
+// send it before the contender's SET, so the SET finds the key free.
+func (c *coordinator) wake(ctx actor.Context, key string) {
+	q := c.queues[key]
+	if q == nil {
+		return
+	}
+	switch q.contender.phase {
+	case phaseWaiting:
+		q.contender.stop()
+		c.attempt(ctx, q.contender)
+	case phaseAcquiring:
+		q.contender.wake = true // its SET went out before this release
 	}
 }
 
