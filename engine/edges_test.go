@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/quorumlock/redlock/api"
@@ -267,4 +268,95 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// slowExtends delays every batch with an Extend in it by delay and, if
+// starts is set, reports when each began.
+type slowExtends struct {
+	transport.Transport
+	delay  time.Duration
+	starts chan time.Time
+}
+
+func (s *slowExtends) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
+	if hasExtend(ops) {
+		if s.starts != nil {
+			select {
+			case s.starts <- time.Now():
+			default:
+			}
+		}
+		select {
+		case <-time.After(s.delay):
+		case <-ctx.Done():
+			return transport.Fail(res, ctx.Err())
+		}
+	}
+	return s.Transport.Do(ctx, ops, res)
+}
+
+// A slow auto-extension with a small share does not make the next one fire
+// at once: the next is due no sooner than that share of the validity left
+// when the slow one returned, so extensions cannot run back to back and use
+// up MaxExtensions. (Under synctest the clock is exact.)
+func TestSlowAutoExtensionNotBackToBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const (
+			ttl   = time.Second
+			auto  = 0.2
+			delay = 300 * time.Millisecond // more than auto*validity
+			n     = 8
+		)
+		drift := ttl/100 + 2*time.Millisecond
+		_, ts := memoryMasters(3)
+		starts := make(chan time.Time, 1000)
+		for i := range ts {
+			s := &slowExtends{Transport: ts[i], delay: delay}
+			if i == 0 {
+				s.starts = starts
+			}
+			ts[i] = s
+		}
+		e, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine(), api.WithTTL(ttl), api.WithMasterTimeout(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		ctx := context.Background()
+		l, err := e.TryLock(ctx, "slow", api.WithAutoExtend(auto), api.WithMaxExtensions(1000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var at []time.Time
+		for len(at) < n {
+			select {
+			case s := <-starts:
+				at = append(at, s)
+			case <-l.Done():
+				t.Fatalf("lost after %d extensions: %v", len(at), l.Err())
+			}
+		}
+		// Extension i returns delay after it began, valid until
+		// ttl-delay-drift after it began: the next may begin no sooner
+		// than auto of what is left then.
+		left := ttl - 2*delay - drift
+		least := delay + time.Duration(auto*float64(left))
+		for i := 1; i < len(at); i++ {
+			if gap := at[i].Sub(at[i-1]); gap < least-time.Millisecond {
+				t.Fatalf("extension %d began %v after the one before, which took %v: want at least %v (the share %v of the %v left); all starts: %v",
+					i+1, gap, delay, least, auto, left, gaps(at))
+			}
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func gaps(at []time.Time) []time.Duration {
+	var d []time.Duration
+	for i := 1; i < len(at); i++ {
+		d = append(d, at[i].Sub(at[i-1]))
+	}
+	return d
 }
