@@ -490,10 +490,23 @@ func (l *lock) causeLocked() error {
 }
 
 // granted records a (re)grant that began at start and is valid for v.
+//
+// The next auto-extension is due once the share auto of v has passed since
+// start, and never sooner than the share auto of what is left of the
+// validity now, when the grant is known: an extension slower than auto*v
+// would otherwise make the next one due before it returned, and extensions
+// would run back to back until MaxExtensions is used up.
 func (l *lock) granted(start time.Time, v time.Duration) {
-	l.until = start.Add(v)
+	if u := start.Add(v); u.After(l.until) {
+		l.until = u
+	}
 	if l.auto > 0 {
-		l.extendAt = start.Add(time.Duration(float64(v) * l.auto))
+		at := start.Add(time.Duration(float64(v) * l.auto))
+		now := time.Now()
+		if rest := now.Add(time.Duration(float64(l.until.Sub(now)) * l.auto)); rest.After(at) {
+			at = rest
+		}
+		l.extendAt = at
 	}
 }
 
@@ -657,9 +670,7 @@ func (l *lock) extend(ctx context.Context) error {
 		// stays fired.
 		return &api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Last: l.causeLocked(), Detail: "the lock was lost while extending"}
 	}
-	if u := call.Start.Add(call.Validity); u.After(l.until) {
-		l.granted(call.Start, call.Validity)
-	}
+	l.granted(call.Start, call.Validity)
 	return nil
 }
 
