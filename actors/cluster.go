@@ -135,7 +135,7 @@ func (c *Cluster) Cancel(call *Call, err error) {
 
 // ShardOf is the coordinator shard that runs the calls of key.
 func (c *Cluster) ShardOf(key string) int {
-	return int(keyHash(key) % uint64(len(c.coords)))
+	return int(keyHash(key) % uint64(len(c.coords))) // as coordinator.shardOf
 }
 
 func (c *Cluster) shard(call *Call) int {

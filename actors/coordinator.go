@@ -52,8 +52,12 @@ func (c *coordinator) Receive(ctx actor.Context) {
 		}
 	case *cancelCall:
 		c.cancel(ctx, m.call, m.err)
-	case *wakeKey:
-		c.wake(ctx, m.key)
+	case *wakeShard:
+		for _, k := range m.Keys {
+			if c.shardOf(k) == int(c.shard) {
+				c.wake(ctx, k)
+			}
+		}
 	case *actor.Started:
 		c.self = ctx.Self()
 		c.sched = scheduler.NewTimerScheduler(ctx)
@@ -95,13 +99,18 @@ func (c *coordinator) start(ctx actor.Context, call *Call) {
 			return
 		}
 		// Every key of a multi-key lock may have a local waiter, in this
-		// shard or another. The wake message leaves after the release went
-		// to the node actors, so there too the waiter's SET follows it.
+		// shard or another: each other shard concerned gets one wake-up.
+		// It leaves after the release went to the node actors, so there
+		// too the waiter's SET follows the release.
+		var told [4]uint64 // shards already woken, a bit each (at most 256)
 		for _, k := range call.Keys {
-			if s := keyHash(k) % uint64(len(c.coords)); s == uint64(c.shard) {
+			s := c.shardOf(k)
+			switch {
+			case s == int(c.shard):
 				c.wake(ctx, k)
-			} else {
-				ctx.Send(c.coords[s], &wakeKey{key: k})
+			case told[s/64]&(1<<(s%64)) == 0:
+				told[s/64] |= 1 << (s % 64)
+				ctx.Send(c.coords[s], (*wakeShard)(call))
 			}
 		}
 	case Extend:
@@ -109,6 +118,10 @@ func (c *coordinator) start(ctx actor.Context, call *Call) {
 		call.t1 = time.Now()
 		c.send(ctx, call, transport.Extend, true)
 	}
+}
+
+func (c *coordinator) shardOf(key string) int {
+	return int(keyHash(key) % uint64(len(c.coords)))
 }
 
 // wake sends key's local contender, if it sleeps in backoff, to try again
