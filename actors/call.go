@@ -197,6 +197,13 @@ type retryTick struct {
 // cleanup.
 type cleanupTick struct{ call *Call }
 
+// wakeShard tells a coordinator that a multi-key Release run by another
+// shard has released the keys of the call, some of them its own. It is the
+// Release call itself under another type, so the message costs no
+// allocation; the receiver reads only Keys, which is read-only once
+// submitted.
+type wakeShard Call
+
 // closeCalls asks a coordinator to finish every active call with ErrClosed
 // and close done; the coordinator keeps running to absorb late replies.
 type closeCalls struct{ done chan struct{} }

@@ -67,8 +67,9 @@ func Start(cfg Config) (*Cluster, error) {
 		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 	)
 	c := &Cluster{system: system, timeout: cfg.MasterTimeout, quorum: n/2 + 1}
-	// Coordinators' PIDs are needed by the nodes and the other way round, so
-	// the nodes learn them through the slice, filled before any call.
+	// Coordinators' PIDs are needed by the nodes (and by each other, for
+	// wake-ups) and the other way round, so they learn them through the
+	// slice, filled before any call.
 	coords := make([]*actor.PID, cfg.Coordinators)
 	tw := newTwins(cfg.Names, logger)
 	for i, t := range cfg.Transports {
@@ -94,7 +95,7 @@ func Start(cfg Config) (*Cluster, error) {
 		c.nodes = append(c.nodes, pid)
 	}
 	for i := range coords {
-		co := &coordinator{shard: int32(i), nodes: c.nodes, names: cfg.Names, quorum: c.quorum, masterTimeout: cfg.MasterTimeout}
+		co := &coordinator{shard: int32(i), nodes: c.nodes, coords: coords, names: cfg.Names, quorum: c.quorum, masterTimeout: cfg.MasterTimeout}
 		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return co }, actor.WithMailbox(newMailbox)), fmt.Sprintf("coordinator-%d", i))
 		if err != nil {
 			c.stopAll()
@@ -131,6 +132,11 @@ func (c *Cluster) Cancel(call *Call, err error) {
 	if !c.closed {
 		c.system.Root.Send(c.coords[c.shard(call)], &cancelCall{call: call, err: err})
 	}
+}
+
+// ShardOf is the coordinator shard that runs the calls of key.
+func (c *Cluster) ShardOf(key string) int {
+	return int(keyHash(key) % uint64(len(c.coords))) // as coordinator.shardOf
 }
 
 func (c *Cluster) shard(call *Call) int {

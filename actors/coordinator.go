@@ -18,6 +18,7 @@ import (
 type coordinator struct {
 	shard         int32
 	nodes         []*actor.PID
+	coords        []*actor.PID // every shard, this one included, by shard number
 	names         []string
 	quorum        int
 	masterTimeout time.Duration
@@ -69,6 +70,12 @@ func (c *coordinator) Receive(ctx actor.Context) {
 		c.cancel(ctx, m.call, m.err)
 	case *cleanupTick:
 		c.cleanLater(ctx, m.call)
+	case *wakeShard:
+		for _, k := range m.Keys {
+			if c.shardOf(k) == int(c.shard) {
+				c.wake(ctx, k)
+			}
+		}
 	case *actor.Started:
 		c.self = ctx.Self()
 		c.sched = scheduler.NewTimerScheduler(ctx)
@@ -108,21 +115,50 @@ func (c *coordinator) start(ctx actor.Context, call *Call) {
 		c.begin(call, phaseReleasing)
 		call.t1 = time.Now()
 		c.send(ctx, call, transport.Release, true)
-		// A local waiter sleeping in backoff goes now: the node actors
-		// send this release before its SET, so it finds the key free.
-		if q := c.queues[call.Key]; q != nil {
-			switch q.contender.phase {
-			case phaseWaiting:
-				q.contender.stop()
-				c.attempt(ctx, q.contender)
-			case phaseAcquiring:
-				q.contender.wake = true // its SET went out before this release
+		if call.Keys == nil {
+			c.wake(ctx, call.Key)
+			return
+		}
+		// Every key of a multi-key lock may have a local waiter, in this
+		// shard or another: each other shard concerned gets one wake-up.
+		// It leaves after the release went to the node actors, so there
+		// too the waiter's SET follows the release.
+		var told [4]uint64 // shards already woken, a bit each (at most 256)
+		for _, k := range call.Keys {
+			s := c.shardOf(k)
+			switch {
+			case s == int(c.shard):
+				c.wake(ctx, k)
+			case told[s/64]&(1<<(s%64)) == 0:
+				told[s/64] |= 1 << (s % 64)
+				ctx.Send(c.coords[s], (*wakeShard)(call))
 			}
 		}
 	case Extend:
 		c.begin(call, phaseExtending)
 		call.t1 = time.Now()
 		c.send(ctx, call, transport.Extend, true)
+	}
+}
+
+func (c *coordinator) shardOf(key string) int {
+	return int(keyHash(key) % uint64(len(c.coords)))
+}
+
+// wake sends key's local contender, if it sleeps in backoff, to try again
+// now: a local Unlock has just sent its release to the node actors, which
+// send it before the contender's SET, so the SET finds the key free.
+func (c *coordinator) wake(ctx actor.Context, key string) {
+	q := c.queues[key]
+	if q == nil {
+		return
+	}
+	switch q.contender.phase {
+	case phaseWaiting:
+		q.contender.stop()
+		c.attempt(ctx, q.contender)
+	case phaseAcquiring:
+		q.contender.wake = true // its SET went out before this release
 	}
 }
 

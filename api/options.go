@@ -56,7 +56,7 @@ type Options struct {
 	// AutoExtend, when in (0, 1), extends a held lock each time that share of
 	// its validity has passed, up to MaxExtensions times, until Unlock; a
 	// failed extension ends the lock (Lock.Done). 0 (the default) is off.
-	// Per lock.
+	// Per lock. See WithAutoExtend for when each extension is due.
 	AutoExtend float64
 	// Quarantine keeps a restarted master from voting. Engine-wide.
 	Quarantine Quarantine
@@ -232,6 +232,13 @@ func WithFencing(on bool) Option {
 // cannot keep a lock forever): with the defaults (TTL 10s, 1000 extensions)
 // an auto-extended lock lives about 83 minutes; raise MaxExtensions for
 // longer jobs.
+//
+// An extension is due once the share frac of the validity granted by the
+// acquisition or the last extension has passed, counted from when that
+// began, and never sooner than the share frac of the validity left when it
+// returned. So a slow extension (one that takes more than frac of the
+// validity, possible with frac below 0.5) delays the next one instead of
+// starting it at once: extensions never run back to back.
 func WithAutoExtend(frac float64) Option {
 	return func(o *Options) error {
 		if !(frac >= 0 && frac < 1) {

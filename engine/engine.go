@@ -16,6 +16,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -38,6 +39,11 @@ type Engine struct {
 
 	liveMu sync.Mutex
 	live   map[*lock]struct{} // locks with an armed timer, stopped on Close
+	// closed is set by Close (with closedAt, under liveMu). Locks with no
+	// timer are not in live: they read it when asked, so Close need not
+	// know every lock and an unwatched lock costs nothing.
+	closed   atomic.Bool
+	closedAt time.Time
 }
 
 var _ api.Locker = (*Engine)(nil)
@@ -284,18 +290,22 @@ func (e *Engine) Quorum() int { return e.cluster.Quorum() }
 func (e *Engine) Options() api.Options { return e.opts }
 
 // Close stops every actor, timer and goroutine of the engine and closes the
-// transports. Calls in progress fail with ErrClosed. It is safe to call more
-// than once.
+// transports. Calls in progress fail with ErrClosed, and every lock of the
+// engine, watched or not, is lost: its Done is closed and its Err wraps
+// ErrClosed (ErrExpired if its validity had run out first). It is safe to
+// call more than once.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		e.liveMu.Lock()
+		e.closedAt = time.Now()
+		e.closed.Store(true) // from here on arm starts no timer
 		live := make([]*lock, 0, len(e.live))
 		for l := range e.live {
 			live = append(live, l)
 		}
 		e.liveMu.Unlock()
 		for _, l := range live {
-			l.lose(&api.Error{Op: "lock", Key: l.key, Err: api.ErrClosed})
+			l.lose(l.closedErr())
 		}
 		err := e.cluster.Close()
 		for _, t := range e.transports {
@@ -496,6 +506,7 @@ func (l *lock) Done() <-chan struct{} {
 	l.sig.Lock()
 	defer l.sig.Unlock()
 	if l.done == nil {
+		l.checkLocked()
 		l.done = make(chan struct{})
 		if l.cause != nil {
 			close(l.done)
@@ -509,13 +520,27 @@ func (l *lock) Done() <-chan struct{} {
 func (l *lock) Err() error {
 	l.sig.Lock()
 	defer l.sig.Unlock()
-	// The timer runs only for watched locks, so the clock is the truth:
-	// past Until nobody can vouch for the lock, whether or not Done was
-	// ever called.
-	if l.cause == nil && !time.Now().Before(l.until) {
+	l.checkLocked()
+	return l.causeLocked()
+}
+
+// checkLocked settles what a lock with no timer cannot be told: the timer
+// runs only for watched locks, so the clock and the engine are the truth.
+// Past Until nobody can vouch for the lock, and once the engine closed
+// nobody will, whether or not Done was ever called. sig held.
+func (l *lock) checkLocked() {
+	if l.cause != nil {
+		return
+	}
+	if l.e.closed.Load() && l.e.closedAt.Before(l.until) {
+		l.loseLocked(l.closedErr())
+	} else if !time.Now().Before(l.until) {
 		l.loseLocked(&api.Error{Op: "lock", Key: l.key, Err: api.ErrExpired})
 	}
-	return l.causeLocked()
+}
+
+func (l *lock) closedErr() error {
+	return &api.Error{Op: "lock", Key: l.key, Err: api.ErrClosed}
 }
 
 // causeLocked is the cause with the released marker spelled out; sig held.
@@ -527,10 +552,23 @@ func (l *lock) causeLocked() error {
 }
 
 // granted records a (re)grant that began at start and is valid for v.
+//
+// The next auto-extension is due once the share auto of v has passed since
+// start, and never sooner than the share auto of what is left of the
+// validity now, when the grant is known: an extension slower than auto*v
+// would otherwise make the next one due before it returned, and extensions
+// would run back to back until MaxExtensions is used up.
 func (l *lock) granted(start time.Time, v time.Duration) {
-	l.until = start.Add(v)
+	if u := start.Add(v); u.After(l.until) {
+		l.until = u
+	}
 	if l.auto > 0 {
-		l.extendAt = start.Add(time.Duration(float64(v) * l.auto))
+		at := start.Add(time.Duration(float64(v) * l.auto))
+		now := time.Now()
+		if rest := now.Add(time.Duration(float64(l.until.Sub(now)) * l.auto)); rest.After(at) {
+			at = rest
+		}
+		l.extendAt = at
 	}
 }
 
@@ -546,8 +584,16 @@ func (l *lock) arm() {
 	}
 	d := time.Until(next)
 	if l.timer == nil {
-		l.timer = time.AfterFunc(d, l.tick)
+		// Checked under liveMu, which Close holds while it sets closed and
+		// collects the live locks: a timer is either stopped by Close or
+		// never started.
 		l.e.liveMu.Lock()
+		if l.e.closed.Load() {
+			l.e.liveMu.Unlock()
+			l.loseLocked(l.closedErr())
+			return
+		}
+		l.timer = time.AfterFunc(d, l.tick)
 		l.e.live[l] = struct{}{}
 		l.e.liveMu.Unlock()
 	} else {
@@ -555,6 +601,10 @@ func (l *lock) arm() {
 	}
 }
 
+// tick runs on the timer's goroutine. It never waits for the handle's
+// mutex: while an auto-extension is due, the timer stays armed for the
+// validity deadline, so Done closes at Until whatever Extend or Unlock is
+// doing meanwhile.
 func (l *lock) tick() {
 	l.sig.Lock()
 	if l.cause != nil {
@@ -563,8 +613,8 @@ func (l *lock) tick() {
 	}
 	now := time.Now()
 	if !now.Before(l.until) {
+		l.loseLocked(&api.Error{Op: "lock", Key: l.key, Err: api.ErrExpired})
 		l.sig.Unlock()
-		l.lose(&api.Error{Op: "lock", Key: l.key, Err: api.ErrExpired})
 		return
 	}
 	if l.auto == 0 || l.extended >= l.maxExt || now.Before(l.extendAt) {
@@ -573,15 +623,35 @@ func (l *lock) tick() {
 		return
 	}
 	until := l.until
+	l.timer.Reset(time.Until(until))
 	l.sig.Unlock()
+	if !l.mu.TryLock() {
+		// The user's Extend or Unlock has the handle. Unlock ends the lock;
+		// Extend re-arms the timer once it has let go of mu, so a failed one
+		// is retried here.
+		return
+	}
 	// Extend never outlives the validity: past it the lock may be someone
 	// else's, and extending would be a lie.
 	ctx, cancel := context.WithDeadline(context.Background(), until)
-	err := l.Extend(ctx)
+	err := l.extend(ctx)
 	cancel()
+	l.mu.Unlock()
 	if err != nil {
 		l.lose(&api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Last: err, Detail: "auto-extension failed"})
+		return
 	}
+	l.rearm()
+}
+
+// rearm points a watched lock's timer at its next event after an
+// extension, whatever came of it.
+func (l *lock) rearm() {
+	l.sig.Lock()
+	if l.timer != nil {
+		l.arm()
+	}
+	l.sig.Unlock()
 }
 
 // lose ends the lock's life with cause: Done closes, timers stop.
@@ -610,11 +680,23 @@ func (l *lock) loseLocked(cause error) {
 
 func (l *lock) Extend(ctx context.Context) error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	err := l.extend(ctx)
+	l.mu.Unlock()
+	// After mu is free: a tick that found it taken has left the timer at
+	// the deadline and counts on this to bring the next extension back.
+	l.rearm()
+	return err
+}
+
+// extend is Extend with mu held.
+func (l *lock) extend(ctx context.Context) error {
 	notHeld := func(why string) error {
 		return &api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Detail: why}
 	}
 	l.sig.Lock()
+	if l.e.closed.Load() {
+		l.checkLocked()
+	}
 	cause, until := l.causeLocked(), l.until
 	l.sig.Unlock()
 	switch {
@@ -650,12 +732,7 @@ func (l *lock) Extend(ctx context.Context) error {
 		// stays fired.
 		return &api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Last: l.causeLocked(), Detail: "the lock was lost while extending"}
 	}
-	if u := call.Start.Add(call.Validity); u.After(l.until) {
-		l.granted(call.Start, call.Validity)
-	}
-	if l.timer != nil {
-		l.arm()
-	}
+	l.granted(call.Start, call.Validity)
 	return nil
 }
 
@@ -667,6 +744,11 @@ func (l *lock) Unlock(ctx context.Context) error {
 	}
 	if err := ctx.Err(); err != nil {
 		return &api.Error{Op: "unlock", Key: l.key, Err: err}
+	}
+	if l.e.closed.Load() {
+		l.sig.Lock()
+		l.checkLocked() // closed before released, as for a watched lock
+		l.sig.Unlock()
 	}
 	// From here on the engine cannot vouch for the lock.
 	l.lose(released)
