@@ -169,6 +169,18 @@ func TestRestartIsAtomic(t *testing.T) {
 	}
 }
 
+// TestFenceOverlap runs issue 9's schedule, in which lock 2's token would
+// come out below lock 1's, on five separate masters.
+func TestFenceOverlap(t *testing.T) {
+	var masters []transport.Transport
+	for range 5 {
+		c := memory.New().Transport()
+		t.Cleanup(func() { _ = c.Close() })
+		masters = append(masters, c)
+	}
+	transporttest.FenceOverlap(t, masters, []string{"k", "k", "k", "k", "k"})
+}
+
 func TestFencesForgottenOnRestart(t *testing.T) {
 	m := memory.New()
 	c := m.Transport()

@@ -315,6 +315,16 @@ func TestNoScriptNewOps(t *testing.T) {
 	}
 }
 
+// TestFenceOverlap runs issue 9's schedule, in which lock 2's token would
+// come out below lock 1's, on five real masters.
+func TestFenceOverlap(t *testing.T) {
+	var masters []transport.Transport
+	for _, s := range redistest.Start(t, 5) {
+		masters = append(masters, dial(t, Config{Addr: s.Addr}))
+	}
+	transporttest.FenceOverlap(t, masters, []string{"k", "k", "k", "k", "k"})
+}
+
 // TestFencedOnTheWire checks what AcquireFenced and RaiseFence leave on the
 // master, and that a broken counter is an error, never a plain "no".
 func TestFencedOnTheWire(t *testing.T) {

@@ -69,6 +69,7 @@ func Run(t *testing.T, newClient func(t *testing.T) transport.Transport) {
 		{"extend", testExtend},
 		{"expiry", testExpiry},
 		{"fenced", testFenced},
+		{"fence overlap", testFenceOverlap},
 		{"multi", testMulti},
 		{"order", testOrder},
 		{"concurrent-do", testConcurrentDo},
@@ -365,6 +366,21 @@ func testFenced(t *testing.T, s *suite) {
 	expect(t, c, step{acq(short, "other", hold), true}, step{rel(short, "other"), true})
 	wantToken("the grant after the previous fenced lock expired", grant(c, short, "w", hold), ts+1)
 	expect(t, c, step{rel(short, "w"), true})
+}
+
+// testFenceOverlap runs FenceOverlap with the five masters played by five
+// keys of this one master, each through a client of its own.
+func testFenceOverlap(t *testing.T, s *suite) {
+	ks := keyspace(t)
+	var (
+		masters []transport.Transport
+		keys    []string
+	)
+	for _, m := range []string{"A", "B", "C", "D", "E"} {
+		masters = append(masters, s.client(t))
+		keys = append(keys, ks(m))
+	}
+	FenceOverlap(t, masters, keys)
 }
 
 // testMulti checks the atomic multi-key forms of Acquire, Release and
