@@ -405,6 +405,30 @@ func BenchmarkDo(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(ops)), "ns/lockop")
 	})
+	b.Run("fenced", func(b *testing.B) {
+		// The engine's shape for fenced locks: the AcquireFenceds, then
+		// the write-backs of their tokens and the Releases.
+		c := memory.New().Transport()
+		const n = 64
+		acqs := make([]transport.Op, n)
+		rest := make([]transport.Op, 2*n)
+		for i := range n {
+			k := fmt.Sprint("fenced", i)
+			acqs[i] = transport.Op{Kind: transport.AcquireFenced, Key: k, Value: "v", TTL: time.Minute}
+			rest[i] = transport.Op{Kind: transport.RaiseFence, Key: k, Value: "v"}
+			rest[n+i] = rel(k, "v")
+		}
+		res := make([]transport.Result, 2*n)
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = c.Do(ctx, acqs, res[:n])
+			for i := range n {
+				rest[i].Token = res[i].Token
+			}
+			_ = c.Do(ctx, rest, res)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*3*n), "ns/lockop")
+	})
 	b.Run("parallel", func(b *testing.B) {
 		m := memory.New()
 		var id atomic.Int64
