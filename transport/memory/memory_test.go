@@ -185,7 +185,7 @@ func TestFencesForgottenOnRestart(t *testing.T) {
 	m := memory.New()
 	c := m.Transport()
 	fenced := transport.Op{Kind: transport.AcquireFenced, Key: "k", Value: "v", TTL: time.Hour}
-	r := do(t, c, fenced, rel("k", "v"), transport.Op{Kind: transport.RaiseFence, Key: "k", Token: 41})
+	r := do(t, c, fenced, rel("k", "v"), transport.Op{Kind: transport.RaiseFence, Key: "k", Value: "v", Token: 41})
 	if r[0].Token != 1 || m.Fence("k") != 41 {
 		t.Fatalf("token %d, counter %d; want 1 and 41", r[0].Token, m.Fence("k"))
 	}
@@ -356,13 +356,15 @@ func TestAllocs(t *testing.T) {
 		{Kind: transport.AcquireFenced, Key: "fenced", Value: "v", TTL: time.Hour},
 		{Kind: transport.AcquireFenced, Key: "fenced", Value: "w", TTL: time.Hour},
 		rel("fenced", "v"),
-		{Kind: transport.RaiseFence, Key: "fenced", Token: 1},
+		{Kind: transport.RaiseFence, Key: "fenced", Value: "v", Token: 1},
 	}
 	_ = c.Do(ctx, fenced, res[:4])
 	if n := testing.AllocsPerRun(1000, func() { _ = c.Do(ctx, fenced, res[:4]) }); n != 0 {
 		t.Errorf("Do(fenced ops) allocates %v times per batch, want 0", n)
 	}
-	if !res[0].OK || res[0].Token < 2 || res[1].OK || !res[2].OK || !res[3].OK {
+	// The write-back of 1 is below the count by now: refused. (The
+	// confirmed write-backs are BenchmarkDo/fenced's, at 0 allocs too.)
+	if !res[0].OK || res[0].Token < 2 || res[1].OK || !res[2].OK || res[3].OK {
 		t.Errorf("fenced batch: %+v", res[:4])
 	}
 	// And the multi-key ones: the shard set is a bitmask, not a slice.

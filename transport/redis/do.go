@@ -104,7 +104,8 @@ func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transp
 // it now follows may come out the other way round than in order (the SET
 // sets the key, the acquire then finds it held), but each answer is true of
 // the master when the op ran, so no lock is reported that is not held. A
-// late RaiseFence only ever raises.
+// late RaiseFence never lowers a count, and its answer too is true of the
+// master when it ran.
 func (t *Transport) resendScripts(ctx context.Context, cs *connState, b *batch, ops []transport.Op, results []transport.Result) bool {
 	var need uint32 // bit id: script id is needed
 	for _, i := range b.retry {
@@ -287,10 +288,11 @@ func (b *batch) add(op *transport.Op, i int) {
 		b.buf = b.appendTTL(op)
 	case transport.RaiseFence:
 		b.push(i, formFlag)
-		b.buf = appendEvalSHA(b.buf, scriptRaiseFence, 1, 1)
+		b.buf = appendEvalSHA(b.buf, scriptRaiseFence, 1, 2)
 		b.buf = appendFenceKey(b.buf, op.Key)
 		var n [20]byte
 		b.buf = appendBulk(b.buf, strconv.AppendInt(n[:0], op.Token, 10))
+		b.buf = appendBulk(b.buf, op.Value)
 	}
 }
 
