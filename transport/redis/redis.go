@@ -93,12 +93,12 @@ const (
 		`for i = 1, #KEYS do redis.call("pexpire",KEYS[i],ARGV[2]) end return 1`
 )
 
-// upgradeCounter turns the counter F (a Lua local of the script) that an earlier version left as a
-// plain string (the count alone) into the hash with the same count and no
-// owner, so that upgrading clients keeps every count (a count is never
-// lost or lowered) and no lock can claim an ownership it never had. Clients
-// of the earlier version then fail on the hash (WRONGTYPE) rather than
-// misread it: their fenced ops report errors, which is safe.
+// upgradeCounter turns the counter F (a Lua local of the script using it),
+// if an earlier version left it as a plain string (the count alone), into
+// the hash with the same count and no owner: an upgrade keeps every count
+// (none is lost or lowered), and no lock can claim an ownership it never
+// had. Clients of the earlier version then fail on the hash (WRONGTYPE)
+// rather than misread it: their fenced ops report errors, which is safe.
 const upgradeCounter = `if redis.call("type",F).ok == "string" then ` +
 	`local c = redis.call("get",F) redis.call("del",F) redis.call("hset",F,"n",c) end `
 
