@@ -257,8 +257,12 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 				c.failAttempt(ctx, call, api.ErrQuorumUnreachable, "a majority granted, but too late: the validity was used up")
 			case call.phase == phaseAcquiring && call.Fenced:
 				// The token is the largest a majority granted; it is only
-				// safe once a majority has it (design §4), so that the next
-				// grant's majority, which meets this one, counts on from it.
+				// safe once a majority confirms it (design §4). A master
+				// confirms only a token above its count, or equal to a
+				// count this value owns, so two confirming majorities meet
+				// on a master that refuses the smaller token of the later
+				// grant: a refused majority below fails the attempt, and
+				// the retry's increments give a larger token.
 				c.begin(call, phaseFencing)
 				c.send(ctx, call, transport.RaiseFence, true)
 			default:

@@ -62,9 +62,15 @@ type Lock interface {
 	// TTL is the lock's time to live on the masters.
 	TTL() time.Duration
 	// Token is the lock's fencing token (WithFencing), 0 without fencing.
-	// Tokens of one key grow strictly with every grant as long as a majority
-	// of masters keeps its counters; pass it to the resource you protect so
-	// that it can refuse a holder whose token is older than one it saw.
+	// For one key, a lock granted after another gets a strictly larger
+	// token, as long as mutual exclusion holds (Until is honoured, clocks
+	// drift within the allowance) and every master keeps its fencing
+	// counters or is kept out of the quorum after losing them (persistence,
+	// the restart quarantine). Tokens are not consecutive, and attempts
+	// that were not granted use up numbers too. Pass the token to the
+	// resource you protect so that it can refuse a holder whose token is
+	// older than one it saw: the token, not Until, is what stops a holder
+	// that paused past its validity.
 	Token() int64
 	// Done is closed the moment the engine can no longer vouch for the
 	// lock: its validity ran out, an extension failed, it was unlocked, or

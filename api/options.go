@@ -50,8 +50,10 @@ type Options struct {
 	// doubled p99 (BENCHMARKS.md). More can pay on a long round trip.
 	// Engine-wide.
 	MaxInFlight int
-	// Fencing gives each lock a fencing token (Lock.Token) at the price of
-	// one more round trip per acquisition. Default off; per lock.
+	// Fencing gives each lock a fencing token (Lock.Token; what holds for
+	// it is said there) at the price of one more round trip per
+	// acquisition: a majority must confirm the token before the lock is
+	// granted. Default off; per lock; single-key locks only.
 	Fencing bool
 	// AutoExtend, when in (0, 1), extends a held lock each time that share of
 	// its validity has passed, up to MaxExtensions times, until Unlock; a
@@ -218,7 +220,8 @@ func WithBatching(maxBatch, maxInFlight int) Option {
 	}
 }
 
-// WithFencing turns fencing tokens on (or off) for the locks it applies to.
+// WithFencing turns fencing tokens on (or off) for the locks it applies to;
+// see Lock.Token for what tokens guarantee.
 func WithFencing(on bool) Option {
 	return func(o *Options) error {
 		o.Fencing = on

@@ -42,6 +42,10 @@
 //   - Do must not use ctx after it returns, unless ctx was done by then:
 //     the engine reuses a batch's context, one that never ended, for a later
 //     batch. (Work that Do abandons because ctx ended may keep it.)
+//   - Fencing counters (AcquireFenced, RaiseFence) never go down, never
+//     expire, and change only as those two ops say: AcquireFenced adds one
+//     and takes ownership, RaiseFence confirms a token only above every
+//     count the master has seen, or equal to the count it owns itself.
 //   - After Close, Do fails every op with an error wrapping ErrClosed.
 //     Close is idempotent.
 package transport
@@ -66,13 +70,27 @@ const (
 	// holds value. A missing key is never re-created.
 	Extend
 	// AcquireFenced is Acquire that, when the key was set, also increments
-	// the key's fencing counter (stored under FenceKey(Key), no expiry) in
-	// the same script and returns the new count in Result.Token. If the
+	// the key's fencing counter and makes Value its owner, in the same
+	// atomic step, and returns the new count in Result.Token. If the
 	// increment fails after the SET (a corrupt counter), the op reports an
 	// Err: the key may have been set, as with any failed op.
+	//
+	// A key's fencing counter is a count and an owner (a lock value), kept
+	// under FenceKey(Key) with no expiry; on Redis it is a hash with fields
+	// "n" and "o".
 	AcquireFenced
-	// RaiseFence sets the fencing counter FenceKey(Key) to Token if it is
-	// lower (never lowers it). OK reports that the counter is now >= Token.
+	// RaiseFence is the fencing write-back of the lock whose value is Value
+	// and whose token is Token. It succeeds (OK) when the counter is below
+	// Token, and then sets the count to Token and the owner to Value; or
+	// when the count is Token and the owner Value already, and then changes
+	// nothing. Otherwise (a count above Token, or equal to it but owned by
+	// another value) it changes nothing and answers a definite "no": OK
+	// false, Err nil. It never lowers a count. A missing counter counts 0.
+	//
+	// The owner is what makes tokens monotonic: a write-back that also
+	// confirmed "already at least Token" would let a lock whose token came
+	// from masters that missed a newer grant confirm an older token
+	// (design §4; the proof is in SAFETY.md).
 	RaiseFence
 )
 
@@ -115,13 +133,13 @@ type Op struct {
 	Keys  []string
 	Value string
 	TTL   time.Duration
-	Token int64 // RaiseFence: the token to raise the counter to
+	Token int64 // RaiseFence: the lock's token, written back to the counter
 }
 
 // Result is the outcome of one Op.
 type Result struct {
 	// OK is true when the op took effect: the key was set, deleted or
-	// extended, or the fence raised.
+	// extended, or the token confirmed by the fencing counter.
 	OK bool
 	// Token is AcquireFenced's new fencing count (when OK).
 	Token int64
@@ -220,7 +238,9 @@ func Check(op *Op) error {
 	if op.Key == "" {
 		return fmt.Errorf("%w: %s: empty key", ErrInvalidOp, op.Kind)
 	}
-	if op.Value == "" && op.Kind != RaiseFence {
+	if op.Value == "" {
+		// RaiseFence too: its Value is the owner it compares and stores,
+		// and an empty one would match a counter whose owner is unknown.
 		return fmt.Errorf("%w: %s: empty value", ErrInvalidOp, op.Kind)
 	}
 	if len(op.Keys) > 0 {

@@ -248,7 +248,8 @@ func (r *run) readCounters(addr string) (map[string]int64, error) {
 	p := radix.NewPipeline()
 	for i, k := range r.keys {
 		nulls[i] = radix.Maybe{Rcv: &vals[i]}
-		p.Append(radix.Cmd(&nulls[i], "GET", transport.FenceKey(k)))
+		// The count is field "n" of the counter's hash (transport.AcquireFenced).
+		p.Append(radix.Cmd(&nulls[i], "HGET", transport.FenceKey(k), "n"))
 	}
 	if err := c.Do(ctx, p); err != nil {
 		return nil, err

@@ -60,6 +60,13 @@ type entry struct {
 	expires int64 // monotime() at which the key is gone
 }
 
+// fence is one key's fencing counter: the count and its owner, the value of
+// the lock that last set it (transport.RaiseFence says why it needs one).
+type fence struct {
+	n     int64
+	owner string
+}
+
 type shardState struct {
 	mu sync.Mutex
 	m  map[string]entry
@@ -68,7 +75,7 @@ type shardState struct {
 	// map of their own so that lock keys and counters cannot collide and
 	// the counters never meet the sweep). Counters never expire; only
 	// Restart forgets them. nil until the shard's first fenced op.
-	fences map[string]int64
+	fences map[string]fence
 	ops    uint32 // operations since the last sweep decision; wraps harmlessly
 }
 
@@ -196,13 +203,22 @@ func (m *Master) Get(key string) (value string, ok bool) {
 	return e.value, true
 }
 
-// Fence returns key's fencing counter (the value Redis would hold under
-// transport.FenceKey(key)), or 0 if it has none.
+// Fence returns key's fencing count (field "n" of what Redis would hold
+// under transport.FenceKey(key)), or 0 if it has none.
 func (m *Master) Fence(key string) int64 {
 	s := m.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.fences[key]
+	return s.fences[key].n
+}
+
+// FenceOwner returns the owner of key's fencing counter: the value of the
+// lock that last set it, or "" if it has none.
+func (m *Master) FenceOwner(key string) string {
+	s := m.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fences[key].owner
 }
 
 // Transport returns a new client handle on m. Each handle can be closed
@@ -244,10 +260,10 @@ func (m *Master) apply(op *transport.Op) (bool, int64) {
 			return true, 0
 		}
 		if s.fences == nil {
-			s.fences = make(map[string]int64)
+			s.fences = make(map[string]fence)
 		}
-		n := s.fences[op.Key] + 1
-		s.fences[op.Key] = n
+		n := s.fences[op.Key].n + 1
+		s.fences[op.Key] = fence{n: n, owner: op.Value}
 		return true, n
 	case transport.Release:
 		if found && (!live || e.value == op.Value) {
@@ -267,13 +283,18 @@ func (m *Master) apply(op *transport.Op) (bool, int64) {
 		s.m[op.Key] = entry{value: e.value, expires: deadline(now, op.TTL)}
 		return true, 0
 	case transport.RaiseFence:
-		if s.fences == nil {
-			s.fences = make(map[string]int64)
+		f := s.fences[op.Key] // a nil map reads as the zero counter
+		switch {
+		case f.n < op.Token:
+			if s.fences == nil {
+				s.fences = make(map[string]fence)
+			}
+			s.fences[op.Key] = fence{n: op.Token, owner: op.Value}
+			return true, 0
+		case f.n == op.Token && f.owner == op.Value:
+			return true, 0
 		}
-		if s.fences[op.Key] < op.Token {
-			s.fences[op.Key] = op.Token
-		}
-		return true, 0
+		return false, 0 // a newer grant's count, or this count owned by another lock
 	}
 	return false, 0 // unreachable: transport.Check let only the five kinds through
 }

@@ -78,8 +78,8 @@ func FuzzOps(f *testing.F) {
 			if ok {
 				live++
 			}
-			if got := m.Fence(k); got != md.fence[k] {
-				t.Fatalf("fence of %s: master %d, model %d", k, got, md.fence[k])
+			if n, o := m.Fence(k), m.FenceOwner(k); n != md.fence[k].n || o != md.fence[k].owner {
+				t.Fatalf("fence of %s: master %d owned by %q, model %d owned by %q", k, n, o, md.fence[k].n, md.fence[k].owner)
 			}
 		}
 		if m.Len() != live {
@@ -116,7 +116,10 @@ func decode(b0, b1, b2 byte) transport.Op {
 	case 3:
 		op.Kind = transport.AcquireFenced
 	case 4:
-		op.Kind, op.Value, op.TTL, op.Token = transport.RaiseFence, "", 0, int64(b2%7) // 0: invalid
+		op.Kind, op.TTL, op.Token = transport.RaiseFence, 0, int64(b2%7) // 0: invalid
+		if b2&0x80 != 0 {
+			op.Value = "" // invalid
+		}
 	case 5, 6, 7:
 		op.Kind = [...]transport.OpKind{transport.Acquire, transport.Release, transport.Extend}[b0%10-5]
 		if op.Kind == transport.Release {
@@ -155,10 +158,15 @@ func describe(op transport.Op) string {
 // model is the contract of package transport for keys that never expire.
 type model struct {
 	held  map[string]string
-	fence map[string]int64
+	fence map[string]modelFence
 }
 
-func newModel() model { return model{held: map[string]string{}, fence: map[string]int64{}} }
+type modelFence struct {
+	n     int64
+	owner string
+}
+
+func newModel() model { return model{held: map[string]string{}, fence: map[string]modelFence{}} }
 
 // check applies op to the model and says how r differs from the answer the
 // contract requires.
@@ -201,11 +209,16 @@ func (m model) apply(op transport.Op) (bool, int64) {
 			return false, 0
 		}
 		m.held[op.Key] = op.Value
-		m.fence[op.Key]++
-		return true, m.fence[op.Key]
+		n := m.fence[op.Key].n + 1
+		m.fence[op.Key] = modelFence{n, op.Value}
+		return true, n
 	case transport.RaiseFence:
-		m.fence[op.Key] = max(m.fence[op.Key], op.Token)
-		return true, 0
+		f := m.fence[op.Key]
+		if f.n < op.Token {
+			m.fence[op.Key] = modelFence{op.Token, op.Value}
+			return true, 0
+		}
+		return f.n == op.Token && f.owner == op.Value, 0
 	}
 	return false, 0
 }

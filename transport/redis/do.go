@@ -323,10 +323,11 @@ func (b *batch) add(op *transport.Op, i int) {
 		b.buf = b.appendTTL(op)
 	case transport.RaiseFence:
 		b.push(i, formFlag)
-		b.buf = appendEvalSHA(b.buf, scriptRaiseFence, 1, 1)
+		b.buf = appendEvalSHA(b.buf, scriptRaiseFence, 1, 2)
 		b.buf = appendFenceKey(b.buf, op.Key)
 		var n [20]byte
 		b.buf = appendBulk(b.buf, strconv.AppendInt(n[:0], op.Token, 10))
+		b.buf = appendBulk(b.buf, op.Value)
 	}
 }
 

@@ -56,17 +56,26 @@ const (
 // since transport.FencePrefix has no braces; multi-key ops need all their
 // keys to share one tag likewise.
 const (
-	// AcquireFencedScript is SET NX PX and, only if the key was set, INCR of
-	// the key's fencing counter (no expiry) in the same atomic step.
+	// AcquireFencedScript is SET NX PX and, only if the key was set, the
+	// increment of the key's fencing counter (no expiry), which the lock's
+	// value then owns, in the same atomic step. The counter is a hash:
+	// field "n" the count, "o" its owner (see transport.RaiseFence).
 	// KEYS[1] is the lock key, KEYS[2] transport.FenceKey(KEYS[1]); ARGV is
 	// value, ttl in ms. It returns the new count, or nil when the key was
 	// held: an integer reply always means the lock was set.
-	AcquireFencedScript = `if redis.call("set",KEYS[1],ARGV[1],"NX","PX",ARGV[2]) then return redis.call("incr",KEYS[2]) end return false`
-	// RaiseFenceScript raises the counter KEYS[1] to ARGV[1] if it is lower
-	// (or absent), never lowering it, and returns 1: the counter is then >=
-	// ARGV[1]. A counter that is not a number fails the script. Lua
-	// compares as doubles, which is exact for every token below 2^53.
-	RaiseFenceScript = `local c = redis.call("get",KEYS[1]) if c == false or tonumber(c) < tonumber(ARGV[1]) then redis.call("set",KEYS[1],ARGV[1]) end return 1`
+	AcquireFencedScript = `if not redis.call("set",KEYS[1],ARGV[1],"NX","PX",ARGV[2]) then return false end local F = KEYS[2] ` +
+		upgradeCounter + `local n = redis.call("hincrby",F,"n",1) redis.call("hset",F,"o",ARGV[1]) return n`
+	// RaiseFenceScript is the write-back of token ARGV[1] by the lock with
+	// value ARGV[2] to the counter KEYS[1]. It returns 1 when the count is
+	// below the token (it then sets count and owner) or equal to it and
+	// owned by this value (no change), else 0; it never lowers the count.
+	// A count that is not a number fails the script. Lua compares as
+	// doubles, which is exact for every token below 2^53.
+	RaiseFenceScript = `local F = KEYS[1] ` + upgradeCounter +
+		`local c = redis.call("hget",F,"n") local t = tonumber(ARGV[1]) local n = 0 ` +
+		`if c then n = tonumber(c) if n == nil then return redis.error_reply("fencing counter " .. F .. " is not a number") end end ` +
+		`if n < t then redis.call("hset",F,"n",ARGV[1],"o",ARGV[2]) return 1 end ` +
+		`if n == t and redis.call("hget",F,"o") == ARGV[2] then return 1 end return 0`
 	// AcquireMultiScript sets every key in KEYS to ARGV[1] with PX ARGV[2]
 	// if none of them exists, and returns 1; else it sets nothing and
 	// returns 0.
@@ -83,6 +92,15 @@ const (
 	ExtendMultiScript = `for i = 1, #KEYS do if redis.call("get",KEYS[i]) ~= ARGV[1] then return 0 end end ` +
 		`for i = 1, #KEYS do redis.call("pexpire",KEYS[i],ARGV[2]) end return 1`
 )
+
+// upgradeCounter turns the counter F (a Lua local of the script using it),
+// if an earlier version left it as a plain string (the count alone), into
+// the hash with the same count and no owner: an upgrade keeps every count
+// (none is lost or lowered), and no lock can claim an ownership it never
+// had. Clients of the earlier version then fail on the hash (WRONGTYPE)
+// rather than misread it: their fenced ops report errors, which is safe.
+const upgradeCounter = `if redis.call("type",F).ok == "string" then ` +
+	`local c = redis.call("get",F) redis.call("del",F) redis.call("hset",F,"n",c) end `
 
 // scriptID names one of the scripts, loaded on every connection.
 type scriptID uint8

@@ -311,8 +311,20 @@ func fenced(key, value string, ttl time.Duration) transport.Op {
 	return transport.Op{Kind: transport.AcquireFenced, Key: key, Value: value, TTL: ttl}
 }
 
-func raise(key string, token int64) transport.Op {
-	return transport.Op{Kind: transport.RaiseFence, Key: key, Token: token}
+func raise(key string, token int64, owner string) transport.Op {
+	return transport.Op{Kind: transport.RaiseFence, Key: key, Value: owner, Token: token}
+}
+
+// counter returns the fencing counter of key on s as "n/owner", or "" if
+// there is none.
+func counter(t *testing.T, s *redistest.Server, key string) string {
+	t.Helper()
+	var h map[string]string
+	s.Do(t, &h, "HGETALL", transport.FenceKey(key))
+	if len(h) == 0 {
+		return ""
+	}
+	return h["n"] + "/" + h["o"]
 }
 
 func multi(kind transport.OpKind, value string, ttl time.Duration, keys ...string) transport.Op {
@@ -333,7 +345,7 @@ func TestNoScriptNewOps(t *testing.T) {
 		rel("f", "v"),
 		fenced("f", "w", time.Minute), // token 2
 		acq("plain", "v", time.Minute),
-		raise("f", 10),
+		raise("f", 10, "w"),
 		multi(transport.Extend, "v", 2*time.Minute, "a", "b"),
 		multi(transport.Acquire, "v", time.Minute, "c", "d"),
 		multi(transport.Release, "v", 0, "c", "d"),
@@ -350,8 +362,8 @@ func TestNoScriptNewOps(t *testing.T) {
 	if ms := s.PTTL(t, "b"); ms < 90_000 {
 		t.Errorf("b's ttl is %dms after a multi Extend to 2m", ms)
 	}
-	if v, _ := s.Get(t, transport.FenceKey("f")); v != "10" {
-		t.Errorf("counter = %q, want 10", v)
+	if c := counter(t, s, "f"); c != "10/w" {
+		t.Errorf("counter = %q, want 10 owned by w", c)
 	}
 	// Every script but ExtendScript was needed (the single-key Release
 	// needs ReleaseScript), and only those were loaded.
@@ -364,6 +376,16 @@ func TestNoScriptNewOps(t *testing.T) {
 	if got := scriptsLoaded(t, s); got != "0000010" {
 		t.Errorf("SCRIPT EXISTS after resending a multi Release = %s, want only the multi release script", got)
 	}
+}
+
+// TestFenceOverlap runs issue 9's schedule, in which lock 2's token would
+// come out below lock 1's, on five real masters.
+func TestFenceOverlap(t *testing.T) {
+	var masters []transport.Transport
+	for _, s := range redistest.Start(t, 5) {
+		masters = append(masters, dial(t, Config{Addr: s.Addr}))
+	}
+	transporttest.FenceOverlap(t, masters, []string{"k", "k", "k", "k", "k"})
 }
 
 // TestFencedOnTheWire checks what AcquireFenced and RaiseFence leave on the
@@ -385,21 +407,23 @@ func TestFencedOnTheWire(t *testing.T) {
 	if fk != "redlock-fence:k" {
 		t.Fatalf("FenceKey(k) = %q", fk)
 	}
-	if v, _ := s.Get(t, fk); v != "1" {
-		t.Errorf("GET %s = %q, want 1", fk, v)
+	// The counter is a hash: the count "n" and its owner "o", the value of
+	// the grant that set it.
+	if c := counter(t, s, "k"); c != "1/token-1" {
+		t.Errorf("counter %s = %q, want 1 owned by token-1", fk, c)
 	}
 	if ms := s.PTTL(t, fk); ms != -1 {
 		t.Errorf("PTTL %s = %d, want -1: a counter never expires", fk, ms)
 	}
 	// A denied AcquireFenced changes nothing.
 	mustDo(t, tr, []transport.Op{fenced("k", "other", time.Minute), rel("k", "token-1")}, false, true)
-	if v, _ := s.Get(t, fk); v != "1" {
-		t.Errorf("counter after a denied AcquireFenced = %q, want 1", v)
+	if c := counter(t, s, "k"); c != "1/token-1" {
+		t.Errorf("counter after a denied AcquireFenced = %q, want 1 owned by token-1", c)
 	}
-	// RaiseFence sets a plain integer, without expiry, and never lowers.
-	mustDo(t, tr, []transport.Op{raise("k", 1<<40), raise("k", 7)}, true, true)
-	if v, _ := s.Get(t, fk); v != "1099511627776" {
-		t.Errorf("counter after RaiseFence(2^40), RaiseFence(7) = %q", v)
+	// RaiseFence sets count and owner, without expiry, and never lowers.
+	mustDo(t, tr, []transport.Op{raise("k", 1<<40, "r"), raise("k", 7, "r"), raise("k", 1<<40, "x"), raise("k", 1<<40, "r")}, true, false, false, true)
+	if c := counter(t, s, "k"); c != "1099511627776/r" {
+		t.Errorf("counter after RaiseFence(2^40, r), then refused ones = %q", c)
 	}
 	if ms := s.PTTL(t, fk); ms != -1 {
 		t.Errorf("PTTL %s after RaiseFence = %d, want -1", fk, ms)
@@ -416,10 +440,27 @@ func TestFencedOnTheWire(t *testing.T) {
 	}
 	s.Do(t, nil, "DEL", "k")
 
+	// A counter an earlier version left as a plain integer becomes the hash
+	// with the same count and no owner: no lock owns it, so an equal token
+	// is refused and a larger one confirmed.
+	s.Do(t, nil, "SET", transport.FenceKey("old"), "41")
+	mustDo(t, tr, []transport.Op{raise("old", 41, "x")}, false)
+	if c := counter(t, s, "old"); c != "41/" {
+		t.Errorf("string counter 41 after a refused RaiseFence = %q, want the hash 41 with no owner", c)
+	}
+	s.Do(t, nil, "SET", transport.FenceKey("old"), "41")
+	res, _ = do(tr, fenced("old", "v", time.Minute), rel("old", "v"), raise("old", 42, "v"))
+	if !res[0].OK || res[0].Token != 42 || !res[2].OK {
+		t.Errorf("fenced ops on the string counter 41: %+v, want token 42 and its write-back confirmed", res)
+	}
+	if c := counter(t, s, "old"); c != "42/v" {
+		t.Errorf("string counter 41 after a grant = %q, want 42 owned by v", c)
+	}
+
 	// A counter that is not a number: the SET happened, the INCR failed,
 	// so the op fails with the error (and the engine cleans up).
 	s.Do(t, nil, "SET", transport.FenceKey("bad"), "not-a-number")
-	res, err = do(tr, fenced("bad", "v", time.Minute), raise("bad", 3), acq("after", "v", time.Minute))
+	res, err = do(tr, fenced("bad", "v", time.Minute), raise("bad", 3, "v"), acq("after", "v", time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,10 +21,10 @@
 // no lock key behind for longer than that.
 //
 // Fencing counters are the exception: they never expire, and no op deletes
-// them, so the fenced, errors, order and concurrent-do subtests leave up to
-// about 190 counters behind on every run (on Redis, keys named
-// transport.FenceKey("transporttest:<hex>:...")). Each is a small integer;
-// delete them with redis-cli --scan --pattern 'redlock-fence:transporttest:*'
+// them, so the fenced, fence overlap, errors, order and concurrent-do
+// subtests leave up to about 200 counters behind on every run (on Redis,
+// keys named transport.FenceKey("transporttest:<hex>:...")). Each is a small
+// hash; delete them with redis-cli --scan --pattern 'redlock-fence:transporttest:*'
 // if they bother you.
 //
 // The suite measures ttls on the wall against the master's expiry, with
@@ -69,6 +69,7 @@ func Run(t *testing.T, newClient func(t *testing.T) transport.Transport) {
 		{"extend", testExtend},
 		{"expiry", testExpiry},
 		{"fenced", testFenced},
+		{"fence overlap", testFenceOverlap},
 		{"multi", testMulti},
 		{"order", testOrder},
 		{"concurrent-do", testConcurrentDo},
@@ -121,8 +122,9 @@ func fenced(key, value string, ttl time.Duration) transport.Op {
 	return transport.Op{Kind: transport.AcquireFenced, Key: key, Value: value, TTL: ttl}
 }
 
-func raise(key string, token int64) transport.Op {
-	return transport.Op{Kind: transport.RaiseFence, Key: key, Token: token}
+// raise is the write-back of token by the lock whose value is owner.
+func raise(key string, token int64, owner string) transport.Op {
+	return transport.Op{Kind: transport.RaiseFence, Key: key, Value: owner, Token: token}
 }
 
 // multi returns the multi-key op of kind over keys (Key is keys[0]).
@@ -133,7 +135,7 @@ func multi(kind transport.OpKind, keys []string, value string, ttl time.Duration
 func describe(op transport.Op) string {
 	switch {
 	case op.Kind == transport.RaiseFence:
-		return fmt.Sprintf("%s(key=%q token=%d)", op.Kind, op.Key, op.Token)
+		return fmt.Sprintf("%s(key=%q token=%d value=%q)", op.Kind, op.Key, op.Token, op.Value)
 	case len(op.Keys) > 0:
 		return fmt.Sprintf("%s(keys=%q value=%q ttl=%v)", op.Kind, op.Keys, op.Value, op.TTL)
 	}
@@ -277,8 +279,10 @@ func testExpiry(t *testing.T, s *suite) {
 }
 
 // testFenced checks AcquireFenced and RaiseFence: the counter grows by one
-// with every grant and only then, RaiseFence never lowers it, and the counter
-// outlives the lock.
+// with every grant and only then, RaiseFence never lowers it and confirms a
+// token only above the count or equal to a count its value owns (AcquireFenced
+// and a confirmed RaiseFence take ownership), and the counter outlives the
+// lock.
 func testFenced(t *testing.T, s *suite) {
 	ks := keyspace(t)
 	k, raised, short := ks("k"), ks("raised"), ks("short")
@@ -323,23 +327,33 @@ func testFenced(t *testing.T, s *suite) {
 	)
 	// The denied AcquireFenceds left the counter alone.
 	wantToken("the grant after two denied ones", grant(other, k, "v3", hold), t1+1)
-	// RaiseFence leaves the lock alone.
+	// RaiseFence above the count is confirmed, and leaves the lock alone.
 	expect(t, c,
-		step{raise(k, t1+10), true},
+		step{raise(k, t1+10, "v3"), true},
 		step{acq(k, "v4", hold), false},
 		step{rel(k, "v3"), true},
 	)
 	wantToken("the grant after RaiseFence(t1+10)", grant(c, k, "v5", hold), t1+11)
-	// A RaiseFence to a lower or equal token keeps the counter, and a plain
-	// Acquire does not count.
+	// AcquireFenced made v5 the owner of t1+11: v5's write-back of it is
+	// confirmed (also twice, also after the lock is gone), anyone else's is
+	// refused and takes nothing over, and a token below the count is
+	// refused even to its owner. None of it moves the count, and neither
+	// does a plain Acquire.
 	expect(t, c,
 		step{rel(k, "v5"), true},
-		step{raise(k, t1+11), true},
-		step{raise(k, 1), true},
+		step{raise(k, t1+11, "v5"), true},
+		step{raise(k, t1+11, "v5"), true},
+		step{raise(k, t1+11, "v4"), false},
+		step{raise(k, t1+11, "v5"), true},
+		step{raise(k, t1+10, "v5"), false},
+		step{raise(k, 1, "v4"), false},
 		step{acq(k, "v6", hold), true},
+		step{raise(k, t1+11, "v6"), false},
 		step{rel(k, "v6"), true},
 	)
-	wantToken("the grant after lower RaiseFences and a plain Acquire", grant(c, k, "v7", hold), t1+12)
+	wantToken("the grant after refused RaiseFences and a plain Acquire", grant(c, k, "v7", hold), t1+12)
+	// A new grant takes ownership from the previous one.
+	expect(t, other, step{raise(k, t1+12, "v5"), false}, step{raise(k, t1+12, "v7"), true})
 	expect(t, c, step{rel(k, "v7"), true})
 
 	// Within a batch, grants count in slice order.
@@ -354,10 +368,26 @@ func testFenced(t *testing.T, s *suite) {
 		}
 	}
 
-	// RaiseFence of a key that never had a counter creates it.
-	expect(t, other, step{raise(raised, 5), true})
+	// RaiseFence of a key that never had a counter creates it, owned by
+	// the raise's value; a confirmed raise above the count takes ownership
+	// from the grant that owned it.
+	expect(t, other,
+		step{raise(raised, 5, "r"), true},
+		step{raise(raised, 5, "r"), true},
+		step{raise(raised, 5, "x"), false},
+		step{raise(raised, 4, "r"), false},
+	)
 	wantToken("the first grant after RaiseFence(5) of a new key", grant(c, raised, "v", hold), 6)
+	expect(t, other,
+		step{raise(raised, 6, "r"), false},
+		step{raise(raised, 7, "r"), true},
+		step{raise(raised, 6, "v"), false},
+		step{raise(raised, 7, "v"), false},
+		step{raise(raised, 7, "r"), true},
+	)
 	expect(t, c, step{rel(raised, "v"), true})
+	wantToken("the grant after RaiseFence(7)", grant(c, raised, "w", hold), 8)
+	expect(t, c, step{rel(raised, "w"), true})
 
 	// The lock expires with its ttl; the counter does not.
 	ts := grant(c, short, "v", 50*time.Millisecond)
@@ -365,6 +395,21 @@ func testFenced(t *testing.T, s *suite) {
 	expect(t, c, step{acq(short, "other", hold), true}, step{rel(short, "other"), true})
 	wantToken("the grant after the previous fenced lock expired", grant(c, short, "w", hold), ts+1)
 	expect(t, c, step{rel(short, "w"), true})
+}
+
+// testFenceOverlap runs FenceOverlap with the five masters played by five
+// keys of this one master, each through a client of its own.
+func testFenceOverlap(t *testing.T, s *suite) {
+	ks := keyspace(t)
+	var (
+		masters []transport.Transport
+		keys    []string
+	)
+	for _, m := range []string{"A", "B", "C", "D", "E"} {
+		masters = append(masters, s.client(t))
+		keys = append(keys, ks(m))
+	}
+	FenceOverlap(t, masters, keys)
 }
 
 // testMulti checks the atomic multi-key forms of Acquire, Release and
@@ -586,10 +631,11 @@ func testErrors(t *testing.T, s *suite) {
 			{"acquire-fenced ttl 0", fenced(k, "v", 0)},
 			{"acquire-fenced ttl 1500us", fenced(k, "v", 1500*time.Microsecond)},
 			{"acquire-fenced with Keys", transport.Op{Kind: transport.AcquireFenced, Key: k, Keys: []string{k}, Value: "v", TTL: hold}},
-			{"raise-fence token 0", raise(k, 0)},
-			{"raise-fence negative token", raise(k, -1)},
-			{"raise-fence empty key", raise("", 1)},
-			{"raise-fence with Keys", transport.Op{Kind: transport.RaiseFence, Key: k, Keys: []string{k}, Token: 1}},
+			{"raise-fence token 0", raise(k, 0, "v")},
+			{"raise-fence negative token", raise(k, -1, "v")},
+			{"raise-fence empty key", raise("", 1, "v")},
+			{"raise-fence empty value", raise(k, 1, "")},
+			{"raise-fence with Keys", transport.Op{Kind: transport.RaiseFence, Key: k, Keys: []string{k}, Value: "v", Token: 1}},
 			{"multi acquire Key is not Keys[0]", transport.Op{Kind: transport.Acquire, Key: k, Keys: []string{k2, k}, Value: "v", TTL: hold}},
 			{"multi acquire empty Key", transport.Op{Kind: transport.Acquire, Keys: []string{k, k2}, Value: "v", TTL: hold}},
 			{"multi acquire empty key among Keys", multi(transport.Acquire, []string{k, "", k2}, "v", hold)},
@@ -600,13 +646,12 @@ func testErrors(t *testing.T, s *suite) {
 		}
 		// Valid ops around the invalid ones must be applied normally; the
 		// final Acquires of k and k2 show that no invalid op touched them.
-		// RaiseFence takes no value: an empty one is valid.
 		ops := []transport.Op{acq(valid, "v", hold)}
 		for _, in := range invalid {
 			ops = append(ops, in.op)
 		}
 		ops = append(ops, rel(valid, "v"), acq(k, "w", hold), rel(k, "w"), acq(k2, "w", hold), rel(k2, "w"),
-			raise(raised, 1), fenced(raised, "v", hold), rel(raised, "v"), acq(after, "v", hold))
+			raise(raised, 1, "v"), fenced(raised, "v", hold), rel(raised, "v"), acq(after, "v", hold))
 		res := do(t, c, ops...)
 		for i, in := range invalid {
 			if r := res[1+i]; r.OK || !errors.Is(r.Err, transport.ErrInvalidOp) {
@@ -768,11 +813,16 @@ func testOptional(t *testing.T, s *suite) {
 // model is the sequential reference for a master whose keys never expire
 // within a test, and whose fencing counters start at 0.
 type model struct {
-	held  map[string]string // key -> value held
-	fence map[string]int64  // key -> fencing counter
+	held  map[string]string     // key -> value held
+	fence map[string]modelFence // key -> fencing counter
 }
 
-func newModel() model { return model{held: map[string]string{}, fence: map[string]int64{}} }
+type modelFence struct {
+	n     int64
+	owner string
+}
+
+func newModel() model { return model{held: map[string]string{}, fence: map[string]modelFence{}} }
 
 // apply applies a valid op and returns the OK and Token the master must
 // answer.
@@ -800,11 +850,16 @@ func (m model) apply(op transport.Op) (bool, int64) {
 			return false, 0
 		}
 		m.held[op.Key] = op.Value
-		m.fence[op.Key]++
-		return true, m.fence[op.Key]
+		n := m.fence[op.Key].n + 1
+		m.fence[op.Key] = modelFence{n, op.Value}
+		return true, n
 	case transport.RaiseFence:
-		m.fence[op.Key] = max(m.fence[op.Key], op.Token)
-		return true, 0
+		f := m.fence[op.Key]
+		if f.n < op.Token {
+			m.fence[op.Key] = modelFence{op.Token, op.Value}
+			return true, 0
+		}
+		return f.n == op.Token && f.owner == op.Value, 0
 	}
 	return false, 0
 }
@@ -884,7 +939,7 @@ func randomOps(rng *mrand.Rand, keys []string, n int) []transport.Op {
 		case r == 9:
 			ops[i] = fenced(k, v, hold)
 		case r == 10:
-			ops[i] = raise(k, int64(1+rng.IntN(6)))
+			ops[i] = raise(k, int64(1+rng.IntN(6)), v)
 		default:
 			perm := rng.Perm(len(keys))[:min(2+rng.IntN(2), len(keys))]
 			mk := make([]string, len(perm))

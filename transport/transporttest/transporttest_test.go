@@ -139,7 +139,7 @@ var mutants = []struct {
 	{"fenced acquire counts denials", "fenced", perOp(func(m *memory.Master, c transport.Transport, op transport.Op) transport.Result {
 		r := one(c, op)
 		if op.Kind == transport.AcquireFenced && !r.OK {
-			one(c, transport.Op{Kind: transport.RaiseFence, Key: op.Key, Token: m.Fence(op.Key) + 1})
+			one(c, transport.Op{Kind: transport.RaiseFence, Key: op.Key, Value: m.FenceOwner(op.Key) + "+", Token: m.Fence(op.Key) + 1})
 		}
 		return r
 	})},
@@ -150,10 +150,35 @@ var mutants = []struct {
 		}
 		return r
 	})},
-	{"sound fake fences", "", fakeFences(fakeFence{raise: raiseToMax})},
-	{"raise fence lowers", "fenced", fakeFences(fakeFence{raise: func(cur, token int64) int64 { return token }})},
-	{"raise fence ignored", "fenced", fakeFences(fakeFence{raise: func(cur, token int64) int64 { return cur }})},
-	{"fence counter expires with the lock", "fenced", fakeFences(fakeFence{raise: raiseToMax, expireWithLock: true})},
+	{"sound fake fences", "", fakeFences(fakeFence{raise: raiseSound})},
+	{"raise fence lowers", "fenced", fakeFences(fakeFence{raise: func(cur fakeCounter, op transport.Op) (fakeCounter, bool) {
+		return fakeCounter{n: op.Token, owner: op.Value}, true
+	}})},
+	{"raise fence ignored", "fenced", fakeFences(fakeFence{raise: func(cur fakeCounter, op transport.Op) (fakeCounter, bool) { return cur, true }})},
+	{"fence counter expires with the lock", "fenced", fakeFences(fakeFence{raise: raiseSound, expireWithLock: true})},
+	// The rule before issue 9: "raise to at least the token", confirmed
+	// whenever the count is then at least the token. It lets lock 2 confirm
+	// a token older than lock 1's.
+	{"raise fence confirms any count at least the token", "fence_overlap", fakeFences(fakeFence{raise: func(cur fakeCounter, op transport.Op) (fakeCounter, bool) {
+		if cur.n < op.Token {
+			return fakeCounter{n: op.Token, owner: op.Value}, true
+		}
+		return cur, true
+	}})},
+	{"raise fence ignores the owner of an equal count", "fenced", fakeFences(fakeFence{raise: func(cur fakeCounter, op transport.Op) (fakeCounter, bool) {
+		if cur.n < op.Token {
+			return fakeCounter{n: op.Token, owner: op.Value}, true
+		}
+		return cur, cur.n == op.Token
+	}})},
+	{"raise fence refused takes ownership", "fenced", fakeFences(fakeFence{raise: func(cur fakeCounter, op transport.Op) (fakeCounter, bool) {
+		next, ok := raiseSound(cur, op)
+		if !ok && cur.n == op.Token {
+			next.owner = op.Value
+		}
+		return next, ok
+	}})},
+	{"fenced acquire does not take ownership", "fenced", fakeFences(fakeFence{raise: raiseSound, acquireKeepsOwner: true})},
 
 	// Multi-key ops, each built from single-key ones the way a transport
 	// without one atomic step might.
@@ -292,30 +317,45 @@ func perMulti(kind transport.OpKind, f func(c transport.Transport, op transport.
 }
 
 // fakeFence is a fencing counter kept beside the memory master: raise gives
-// the counter RaiseFence leaves (max is right), and expireWithLock makes a
-// counter vanish when the lock it was last counted for expires.
+// the counter RaiseFence leaves and its OK (raiseSound is right),
+// expireWithLock makes a counter vanish when the lock it was last counted
+// for expires, and acquireKeepsOwner keeps the owner through AcquireFenced.
 type fakeFence struct {
-	raise          func(cur, token int64) int64
-	expireWithLock bool
+	raise             func(cur fakeCounter, op transport.Op) (fakeCounter, bool)
+	expireWithLock    bool
+	acquireKeepsOwner bool
+}
+
+type fakeCounter struct {
+	n       int64
+	owner   string
+	expires time.Time // zero: never
+}
+
+// raiseSound is the contract's RaiseFence.
+func raiseSound(cur fakeCounter, op transport.Op) (fakeCounter, bool) {
+	switch {
+	case cur.n < op.Token:
+		return fakeCounter{n: op.Token, owner: op.Value}, true
+	case cur.n == op.Token && cur.owner == op.Value:
+		return cur, true
+	}
+	return cur, false
 }
 
 // fakeFences runs fenced ops as plain ones on the master and keeps the
 // counters itself; one per child process, so one per master.
 func fakeFences(ff fakeFence) func(*memory.Master, transport.Transport) transport.Transport {
-	type counter struct {
-		n       int64
-		expires time.Time // zero: never
-	}
 	var (
 		mu       sync.Mutex
-		counters = map[string]counter{}
+		counters = map[string]fakeCounter{}
 	)
-	get := func(k string) int64 {
+	get := func(k string) fakeCounter {
 		ct := counters[k]
 		if !ct.expires.IsZero() && time.Now().After(ct.expires) {
-			return 0
+			return fakeCounter{}
 		}
-		return ct.n
+		return ct
 	}
 	return perOp(func(m *memory.Master, c transport.Transport, op transport.Op) transport.Result {
 		mu.Lock()
@@ -325,7 +365,11 @@ func fakeFences(ff fakeFence) func(*memory.Master, transport.Transport) transpor
 			op.Kind = transport.Acquire
 			r := one(c, op)
 			if r.OK {
-				ct := counter{n: get(op.Key) + 1}
+				prev := get(op.Key)
+				ct := fakeCounter{n: prev.n + 1, owner: op.Value}
+				if ff.acquireKeepsOwner {
+					ct.owner = prev.owner
+				}
 				if ff.expireWithLock {
 					ct.expires = time.Now().Add(op.TTL)
 				}
@@ -334,8 +378,9 @@ func fakeFences(ff fakeFence) func(*memory.Master, transport.Transport) transpor
 			}
 			return r
 		case transport.RaiseFence:
-			counters[op.Key] = counter{n: ff.raise(get(op.Key), op.Token)}
-			return transport.Result{OK: true}
+			next, ok := ff.raise(get(op.Key), op)
+			counters[op.Key] = next
+			return transport.Result{OK: ok}
 		}
 		return one(c, op)
 	})
@@ -366,5 +411,3 @@ type epochPerCall struct{ transport.Transport }
 var epochs atomic.Uint64
 
 func (epochPerCall) Epoch() uint64 { return epochs.Add(1) }
-
-func raiseToMax(cur, token int64) int64 { return max(cur, token) }
