@@ -12,6 +12,10 @@
 //     a short partition. A request the client gave up on can thus still
 //     reach the server after the cut: the dangerous case of a timed-out SET.
 //
+//   - Retarget: SetTarget points new connections at another address (a VIP
+//     or DNS flip, a promoted replica, a reused port); with Reset, the
+//     client's reconnect reaches the other server.
+//
 // Each client connection gets its own upstream connection, and when either
 // side closes or fails, both are closed. So the proxy never hides a server
 // restart from the client: the client's connection dies with the server's,
@@ -47,10 +51,10 @@ type Stats struct {
 
 // Proxy forwards connections from Addr to the target.
 type Proxy struct {
-	target string
-	ln     net.Listener
+	ln net.Listener
 
 	mu      sync.Mutex
+	target  string
 	closed  bool
 	delay   time.Duration
 	cutEnd  time.Time     // zero: not cut
@@ -80,8 +84,21 @@ func New(target string) (*Proxy, error) {
 // Addr is the address clients connect to.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// Target is the address the proxy forwards to.
-func (p *Proxy) Target() string { return p.target }
+// Target is the address the proxy forwards new connections to.
+func (p *Proxy) Target() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.target
+}
+
+// SetTarget makes new connections go to addr (host:port). Connections
+// already open keep their server; Reset ends them, and the client's
+// reconnect then reaches addr.
+func (p *Proxy) SetTarget(addr string) {
+	p.mu.Lock()
+	p.target = addr
+	p.mu.Unlock()
+}
 
 // Stats returns the counters.
 func (p *Proxy) Stats() Stats {
@@ -264,7 +281,7 @@ func (l *link) run() {
 	if !l.p.waitFlow(l.done) {
 		return
 	}
-	up, err := net.DialTimeout("tcp", l.p.target, dialTimeout)
+	up, err := net.DialTimeout("tcp", l.p.Target(), dialTimeout)
 	if err != nil {
 		return
 	}

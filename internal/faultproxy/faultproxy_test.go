@@ -257,3 +257,47 @@ func TestClose(t *testing.T) {
 		t.Fatal("the proxy still accepts after Close")
 	}
 }
+
+// SetTarget plus Reset: the transport's reconnect reaches the other server
+// (another run id, none of the first server's keys), and SetTarget alone
+// leaves the open connection where it was.
+func TestSetTargetReachesOtherServer(t *testing.T) {
+	srv, p, tr := setup(t)
+	other := redistest.Start(t, 1)[0]
+	if r := do(tr, time.Second, acquire("k", "v")); r.Err != nil || !r.OK {
+		t.Fatalf("acquire: %+v", r)
+	}
+	first, err := tr.ServerInfo(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SetTarget(other.Addr)
+	if p.Target() != other.Addr {
+		t.Fatalf("Target() = %s, want %s", p.Target(), other.Addr)
+	}
+	// Not reset yet: the open connection still reaches the first server.
+	if r := do(tr, time.Second, acquire("k", "w")); r.Err != nil || r.OK {
+		t.Fatalf("acquire of a held key before the reset: %+v, want refused by the first server", r)
+	}
+	epoch := tr.Epoch()
+	p.Reset()
+	if r := eventually(t, tr, acquire("k", "w")); !r.OK {
+		t.Fatalf("acquire after the flip: %+v, want OK on the empty server", r)
+	}
+	if tr.Epoch() == epoch {
+		t.Errorf("epoch %d unchanged after the flip", epoch)
+	}
+	second, err := tr.ServerInfo(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.RunID == first.RunID {
+		t.Errorf("run id %s unchanged after the flip", first.RunID)
+	}
+	if v, _ := other.Get(t, "k"); v != "w" {
+		t.Errorf("other server has k=%q, want w", v)
+	}
+	if v, _ := srv.Get(t, "k"); v != "v" {
+		t.Errorf("first server has k=%q, want v (untouched)", v)
+	}
+}
