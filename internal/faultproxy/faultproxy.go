@@ -4,8 +4,10 @@
 //
 //   - Delay: every chunk of bytes, in each direction, is delivered that much
 //     later (one-way latency; a round trip pays it twice). Order is kept.
+//
 //   - Reset: every open connection is aborted with a TCP RST on both sides
 //     (SO_LINGER 0), as a middlebox or a rebooted peer does.
+//
 //   - Cut: for a while nothing is forwarded in either direction and new
 //     connections are not connected upstream; bytes already sent are held,
 //     not lost, and flow again when the cut ends, as TCP retransmits across
