@@ -173,7 +173,7 @@ func (c *Config) Validate() error {
 	case !(c.Unfenced >= 0 && c.Unfenced <= 1):
 		return fmt.Errorf("--unfenced %v: want a share from 0 to 1", c.Unfenced)
 	case !(c.ClockDrift >= 0 && c.ClockDrift <= 10):
-		return fmt.Errorf("--clock-drift %v%%: want 0%% to 1000%% (how much fast the clock runs)", 100*c.ClockDrift)
+		return fmt.Errorf("--clock-drift %.4g%%: want 0%% to 1000%% (how much faster than real time the clock runs)", 100*c.ClockDrift)
 	case c.MaxListed < 0:
 		return fmt.Errorf("--max-listed %d: want 0 or more", c.MaxListed)
 	case c.Schedule != Mixed && c.Schedule != SplitBrain:
