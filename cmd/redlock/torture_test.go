@@ -301,7 +301,10 @@ func children(parent int, name string) []int {
 	return out
 }
 
-// In process: a short run with every fault leaves no goroutine behind.
+// In process: a short run with every fault leaves no goroutine behind. Its
+// default config has every kind, so on the engine before the issue-9 fixes
+// it can fail with the violations those kinds find (seen: a token-order
+// under fence-loss).
 func TestTortureInProcess(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	cfg := torture.DefaultConfig()

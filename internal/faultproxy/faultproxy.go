@@ -4,16 +4,13 @@
 //
 //   - Delay: every chunk of bytes, in each direction, is delivered that much
 //     later (one-way latency; a round trip pays it twice). Order is kept.
-//
 //   - Reset: every open connection is aborted with a TCP RST on both sides
 //     (SO_LINGER 0), as a middlebox or a rebooted peer does.
-//
 //   - Cut: for a while nothing is forwarded in either direction and new
 //     connections are not connected upstream; bytes already sent are held,
 //     not lost, and flow again when the cut ends, as TCP retransmits across
 //     a short partition. A request the client gave up on can thus still
 //     reach the server after the cut: the dangerous case of a timed-out SET.
-//
 //   - Retarget: SetTarget points new connections at another address (a VIP
 //     or DNS flip, a promoted replica, a reused port); with Reset, the
 //     client's reconnect reaches the other server.
