@@ -28,7 +28,7 @@ test: deps fmt-check vet
 
 # make torture - ten minutes of every fault kind on five real redis-server
 # masters, with the history checker (SAFETY.md). TORTURE_FLAGS overrides.
-TORTURE_FLAGS ?= --duration 10m --faults kill,pause,latency,partition,proxy --seed 1
+TORTURE_FLAGS ?= --duration 10m --faults kill,pause,latency,partition,proxy,script-flush,address-flip,fence-loss,clock-drift --seed 1
 TORTURE_BIN ?= $(or $(TMPDIR),/tmp)/redlock-torture
 
 .PHONY: torture

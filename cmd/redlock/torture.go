@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +25,7 @@ func newTortureCmd() *cobra.Command {
 	cfg := torture.DefaultConfig()
 	var (
 		faults       string
+		clockDrift   string
 		noQuarantine bool
 		asJSON       bool
 		engineLog    string
@@ -34,8 +36,9 @@ func newTortureCmd() *cobra.Command {
 		Long: `torture starts five redis-server masters on free loopback ports (no
 persistence; redis-server must be on PATH), runs --engines independent engines
 with --clients clients each over --keys keys, and injects faults while the
-clients loop Lock (fencing on) -> critical section -> Unlock. It records every
-grant and critical section and checks, at the end, that:
+clients loop Lock (fencing on, but for an --unfenced share) -> critical
+section -> Unlock. It records every grant and critical section and checks, at
+the end, that:
 
   - no two holders of a key ran their critical sections at once while the
     engine vouched for both (overlap), nor held overlapping grants
@@ -55,6 +58,22 @@ Faults (--faults, a comma-separated subset, or "none"):
              ops still apply
   proxy      through a TCP proxy per link: RST resets, cuts that hold bytes
              and deliver them late, delays
+  script-flush  storms of SCRIPT FLUSH on one master, a majority or all:
+             batches meet NOSCRIPT and are resent
+  address-flip  the address of one, two or a majority of masters reaches a
+             spare, long-running, empty redis-server for 1-3 TTLs (through
+             the TCP proxies, which reset their connections); a majority
+             flip comes right after a client began a long critical section
+  fence-loss fencing write-backs lost on two masters while one engine's
+             links to them are slow
+  clock-drift   one master, a majority or all run a clock --clock-drift
+             fast (the TTLs that reach them are divided by 1+drift)
+
+--unfenced is the share of Lock calls made without fencing (the plain SET
+path). --clock-drift is how fast a drifting master's clock runs; the engine
+allows for 1% of the TTL plus 2ms, so the default 0.5% must never break
+anything, while far past it (--faults clock-drift --clock-drift 30%) the
+checker must report overlaps: a negative control.
 
 --schedule split-brain only kills, a majority each time, right after a long
 critical section began. With --no-quarantine that hands the lock to a second
@@ -71,11 +90,19 @@ redis-server), 130 when interrupted.`,
   redlock torture --duration 10m --seed 7 --json
 
   # the negative control: without the restart quarantine the checker must bite
-  redlock torture --no-quarantine --schedule split-brain --duration 20s`,
+  redlock torture --no-quarantine --schedule split-brain --duration 20s
+
+  # the clock negative control: masters 30% fast, far past the allowance
+  redlock torture --faults clock-drift --clock-drift 30% --duration 20s`,
 		Args: flagsOnly("torture"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Faults = splitFaults(faults)
 			cfg.Quarantine = !noQuarantine
+			d, err := parseRate(clockDrift)
+			if err != nil {
+				return usageErr(fmt.Errorf("--clock-drift %q: %w", clockDrift, err))
+			}
+			cfg.ClockDrift = d
 			if err := cfg.Validate(); err != nil {
 				return usageErr(err)
 			}
@@ -105,12 +132,28 @@ redis-server), 130 when interrupted.`,
 	f.DurationVar(&cfg.MasterTimeout, "master-timeout", cfg.MasterTimeout, "bound on one master's answer")
 	f.DurationVar(&cfg.FaultInterval, "fault-interval", cfg.FaultInterval, "mean time between two faults")
 	f.DurationVar(&cfg.Work, "work", cfg.Work, "longest short critical section")
+	f.Float64Var(&cfg.Unfenced, "unfenced", cfg.Unfenced, "share of Lock calls without fencing (0 to 1)")
+	f.StringVar(&clockDrift, "clock-drift", strconv.FormatFloat(100*cfg.ClockDrift, 'g', -1, 64)+"%", `how fast clock-drift faults make a master's clock run: "0.5%" or 0.005`)
 	f.DurationVar(&cfg.ProgressEvery, "progress", cfg.ProgressEvery, "print progress to stderr this often (0: never)")
 	f.IntVar(&cfg.MaxListed, "max-listed", cfg.MaxListed, "violations listed in the report (all are counted)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of the report")
 	f.StringVar(&engineLog, "engine-log", "", "write the engines' warnings (restarts seen, quarantines) to this file")
 	f.SortFlags = false
 	return cmd
+}
+
+// parseRate parses a rate as a percentage ("0.5%") or a fraction (0.005).
+func parseRate(s string) (float64, error) {
+	s = strings.TrimSpace(s)
+	scale := 1.0
+	if t, ok := strings.CutSuffix(s, "%"); ok {
+		s, scale = strings.TrimSpace(t), 0.01
+	}
+	x, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, errors.New(`want a percentage such as "0.5%" or a fraction such as 0.005`)
+	}
+	return x * scale, nil
 }
 
 // splitFaults parses --faults; "none" and "" mean no faults.

@@ -258,34 +258,46 @@ func TestClose(t *testing.T) {
 	}
 }
 
-// SetTarget leaves open connections on the old server; after Reset the
-// client reconnects to the new one, a different process with none of the
-// old keys: an address flip.
-func TestSetTargetFlipsNewConnections(t *testing.T) {
-	old, p, tr := setup(t)
+// SetTarget plus Reset: the transport's reconnect reaches the other server
+// (another run id, none of the first server's keys), and SetTarget alone
+// leaves the open connection where it was.
+func TestSetTargetReachesOtherServer(t *testing.T) {
+	srv, p, tr := setup(t)
 	other := redistest.Start(t, 1)[0]
-	if r := do(tr, time.Second, acquire("before", "v")); r.Err != nil || !r.OK {
-		t.Fatalf("acquire before the flip: %+v", r)
+	if r := do(tr, time.Second, acquire("k", "v")); r.Err != nil || !r.OK {
+		t.Fatalf("acquire: %+v", r)
+	}
+	first, err := tr.ServerInfo(context.Background())
+	if err != nil {
+		t.Fatal(err)
 	}
 	p.SetTarget(other.Addr)
 	if p.Target() != other.Addr {
-		t.Fatalf("Target %s after SetTarget(%s)", p.Target(), other.Addr)
+		t.Fatalf("Target() = %s, want %s", p.Target(), other.Addr)
 	}
-	// The open connection is untouched: "before" is still there, on old.
-	if r := do(tr, time.Second, acquire("before", "w")); r.Err != nil || r.OK {
-		t.Fatalf("acquire on the open connection after SetTarget: %+v, want refused by the old server", r)
+	// Not reset yet: the open connection still reaches the first server.
+	if r := do(tr, time.Second, acquire("k", "w")); r.Err != nil || r.OK {
+		t.Fatalf("acquire of a held key before the reset: %+v, want refused by the first server", r)
 	}
-	if n := p.Reset(); n != 1 {
-		t.Fatalf("Reset aborted %d connections, want 1", n)
+	epoch := tr.Epoch()
+	p.Reset()
+	if r := eventually(t, tr, acquire("k", "w")); !r.OK {
+		t.Fatalf("acquire after the flip: %+v, want OK on the empty server", r)
 	}
-	// Reconnected to other, which never saw "before".
-	if r := eventually(t, tr, acquire("before", "w")); !r.OK {
-		t.Fatalf("acquire after the flip: %+v, want granted by the other server", r)
+	if tr.Epoch() == epoch {
+		t.Errorf("epoch %d unchanged after the flip", epoch)
 	}
-	if v, _ := other.Get(t, "before"); v != "w" {
-		t.Fatalf("other server has before=%q, want w", v)
+	second, err := tr.ServerInfo(context.Background())
+	if err != nil {
+		t.Fatal(err)
 	}
-	if v, _ := old.Get(t, "before"); v != "v" {
-		t.Fatalf("old server has before=%q, want v (untouched)", v)
+	if second.RunID == first.RunID {
+		t.Errorf("run id %s unchanged after the flip", first.RunID)
+	}
+	if v, _ := other.Get(t, "k"); v != "w" {
+		t.Errorf("other server has k=%q, want w", v)
+	}
+	if v, _ := srv.Get(t, "k"); v != "v" {
+		t.Errorf("first server has k=%q, want v (untouched)", v)
 	}
 }

@@ -45,7 +45,9 @@ func (r *run) plan(rng *rand.Rand) plan {
 	return plan{kind: "short", hold: d}
 }
 
-// client loops Lock -> critical section -> Unlock until ctx ends.
+// client loops Lock -> critical section -> Unlock until ctx ends; a share
+// Config.Unfenced of the calls go without fencing (plain SET NX PX rather
+// than the fenced script: a path of its own on the masters).
 func (r *run) client(ctx context.Context, eng api.Locker, e, c int) {
 	rng := r.rngFor(uint64(1+e)<<32 | uint64(c))
 	log := r.rec.Log()
@@ -53,7 +55,8 @@ func (r *run) client(ctx context.Context, eng api.Locker, e, c int) {
 	for ctx.Err() == nil {
 		key := r.keys[rng.IntN(len(r.keys))]
 		p := r.plan(rng)
-		opts := append([]api.Option{api.WithFencing(true)}, p.opts...)
+		fenced := rng.Float64() >= r.cfg.Unfenced
+		opts := append([]api.Option{api.WithFencing(fenced)}, p.opts...)
 		var (
 			l   api.Lock
 			err error

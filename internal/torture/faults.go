@@ -59,6 +59,14 @@ func (r *run) schedule(ctx context.Context) {
 			r.partition(ctx, rng)
 		case Proxy:
 			r.proxy(ctx, rng)
+		case ScriptFlush:
+			r.scriptFlush(ctx, rng)
+		case AddressFlip:
+			r.addressFlip(ctx, rng)
+		case FenceLoss:
+			r.fenceLoss(ctx, rng)
+		case ClockDrift:
+			r.clockDrift(ctx, rng)
 		}
 	}
 }
@@ -196,7 +204,7 @@ func (r *run) fenceBroken(victims []int) (bool, string) {
 		}
 		wg.Go(func() {
 			if !r.servers[m].Paused() {
-				if c, err := r.readCounters(r.servers[m].Addr); err == nil {
+				if c, err := r.readCounters(r.serverAddr(m)); err == nil {
 					r.mu.Lock()
 					r.lastCounter[m] = c
 					r.mu.Unlock()

@@ -20,7 +20,12 @@
 // two or a majority of masters and restart EMPTY on the same port at once),
 // pause (SIGSTOP/SIGCONT), latency and partition (transport/faulty: added
 // latency, unreachable masters, lost replies), proxy (delays, RST resets
-// and cuts of real TCP connections).
+// and cuts of real TCP connections), and the kinds a review called for
+// (issue 9): script-flush (storms of SCRIPT FLUSH), address-flip (a
+// master's address reaches another, long-running, empty redis-server),
+// fence-loss (fencing write-backs lost on a minority while one engine's
+// links to it are slow) and clock-drift (masters whose clock runs fast:
+// the TTLs that reach them are scaled down).
 //
 // At the end history.Check judges the history. All engines share this
 // process's monotonic clock, which is what makes the times comparable.
@@ -58,10 +63,20 @@ const (
 	Latency   = "latency"
 	Partition = "partition"
 	Proxy     = "proxy"
+	// ScriptFlush: storms of SCRIPT FLUSH on one, a majority or all masters.
+	ScriptFlush = "script-flush"
+	// AddressFlip: masters' addresses reach spare, long-running, empty
+	// redis-servers for a while (through the fault proxies).
+	AddressFlip = "address-flip"
+	// FenceLoss: fencing write-backs (RaiseFence) lost on a minority of
+	// masters, with one engine's links to them slow.
+	FenceLoss = "fence-loss"
+	// ClockDrift: masters whose clock runs Config.ClockDrift fast.
+	ClockDrift = "clock-drift"
 )
 
 // Kinds lists every fault kind, in report order.
-var Kinds = []string{Kill, Pause, Latency, Partition, Proxy}
+var Kinds = []string{Kill, Pause, Latency, Partition, Proxy, ScriptFlush, AddressFlip, FenceLoss, ClockDrift}
 
 // Schedules.
 const (
@@ -95,6 +110,13 @@ type Config struct {
 	MasterTimeout    time.Duration
 	FaultInterval    time.Duration // mean time between two faults
 	Work             time.Duration // the longest short critical section
+	// Unfenced is the share of Lock calls (0 to 1) made without fencing:
+	// the plain SET path, which fenced calls (a script) never take.
+	Unfenced float64
+	// ClockDrift is how fast the clock-drift fault makes a master's clock
+	// run (0.005: 0.5% fast). The engine allows for 1% of the TTL plus 2ms;
+	// past that the clock assumption is broken on purpose.
+	ClockDrift float64
 	// Progress, when set, gets a line every ProgressEvery.
 	Progress      io.Writer
 	ProgressEvery time.Duration
@@ -120,6 +142,8 @@ func DefaultConfig() Config {
 		MasterTimeout: 100 * time.Millisecond,
 		FaultInterval: time.Second,
 		Work:          time.Millisecond,
+		Unfenced:      0.5,
+		ClockDrift:    0.005,
 		ProgressEvery: 10 * time.Second,
 		MaxListed:     20,
 	}
@@ -146,6 +170,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--work %v: want 0 or more, below half the ttl", c.Work)
 	case c.QuarantinePeriod != 0 && c.QuarantinePeriod < c.TTL:
 		return fmt.Errorf("--quarantine %v: want at least the ttl %v (the engine refuses a shorter one)", c.QuarantinePeriod, c.TTL)
+	case !(c.Unfenced >= 0 && c.Unfenced <= 1):
+		return fmt.Errorf("--unfenced %v: want a share from 0 to 1", c.Unfenced)
+	case !(c.ClockDrift >= 0 && c.ClockDrift <= 10):
+		return fmt.Errorf("--clock-drift %.4g%%: want 0%% to 1000%% (how much faster than real time the clock runs)", 100*c.ClockDrift)
 	case c.MaxListed < 0:
 		return fmt.Errorf("--max-listed %d: want 0 or more", c.MaxListed)
 	case c.Schedule != Mixed && c.Schedule != SplitBrain:
@@ -188,6 +216,8 @@ type Report struct {
 	Engines       int     `json:"engines"`
 	Clients       int     `json:"clients"`
 	Keys          int     `json:"keys"`
+	Unfenced      float64 `json:"unfenced"`
+	ClockDrift    float64 `json:"clock_drift,omitempty"`
 	TTLMS         float64 `json:"ttl_ms"`
 	MasterTimeout float64 `json:"master_timeout_ms"`
 
@@ -242,12 +272,19 @@ var ErrSetup = errors.New("torture setup failed")
 type run struct {
 	cfg     Config
 	servers []*redisproc.Server
-	proxies [][]*faultproxy.Proxy // [engine][master]; nil without proxy faults
-	links   [][]*faulty.Transport // [engine][master]
-	engines []*engine.Engine
-	keys    []string
-	rec     *history.Recorder
-	quorum  int
+	proxies [][]*faultproxy.Proxy // [engine][master]; nil without proxy and address-flip faults
+	spares  []*redisproc.Server   // address-flip's spare servers
+	// sparesUp is when the spares started; flipped[m] is the spare master
+	// m's address reaches ("" or nil: its own server); flipping: a flip is
+	// in place.
+	sparesUp time.Time
+	flipped  []string
+	flipping atomic.Bool
+	links    [][]*faulty.Transport // [engine][master]
+	engines  []*engine.Engine
+	keys     []string
+	rec      *history.Recorder
+	quorum   int
 
 	holds chan holdEvent // long sections beginning, for targeted kills
 
@@ -311,12 +348,19 @@ func (r *run) setup(ctx context.Context) error {
 		return fmt.Errorf("%w: starting %d redis-server masters: %w", ErrSetup, Masters, err)
 	}
 	r.servers = servers
+	if r.cfg.has(AddressFlip) {
+		spares, err := redisproc.Start(ctx, r.quorum)
+		if err != nil {
+			return fmt.Errorf("%w: starting %d spare redis-servers: %w", ErrSetup, r.quorum, err)
+		}
+		r.spares, r.sparesUp = spares, time.Now()
+	}
 	for e := range r.cfg.Engines {
 		addrs := make([]string, Masters)
 		for m, s := range servers {
 			addrs[m] = s.Addr
 		}
-		if r.cfg.has(Proxy) {
+		if r.cfg.has(Proxy) || r.cfg.has(AddressFlip) {
 			row := make([]*faultproxy.Proxy, Masters)
 			r.proxies = append(r.proxies, row)
 			for m, s := range servers {
@@ -411,6 +455,7 @@ func (r *run) teardown() {
 		}
 	}
 	redisproc.StopAll(r.servers)
+	redisproc.StopAll(r.spares)
 }
 
 // healAll ends every fault in progress.
@@ -427,6 +472,7 @@ func (r *run) healAll() {
 			l.Resume()
 			l.Heal()
 			l.SetLatency(0, 0)
+			l.SetClockRate(1)
 		}
 	}
 	for _, row := range r.proxies {
@@ -525,6 +571,7 @@ func (r *run) report(h history.History, vs []history.Violation, elapsed time.Dur
 		Engines:       r.cfg.Engines,
 		Clients:       r.cfg.Clients,
 		Keys:          r.cfg.Keys,
+		Unfenced:      r.cfg.Unfenced,
 		TTLMS:         float64(r.cfg.TTL) / 1e6,
 		MasterTimeout: float64(r.cfg.MasterTimeout) / 1e6,
 		Grants:        int64(len(h.Grants)),
@@ -536,6 +583,9 @@ func (r *run) report(h history.History, vs []history.Violation, elapsed time.Dur
 		FaultDetail:   maps.Clone(r.detail),
 		Resets:        len(h.Resets),
 		Events:        slices.Clone(r.events),
+	}
+	if r.cfg.has(ClockDrift) {
+		rep.ClockDrift = r.cfg.ClockDrift
 	}
 	if r.cfg.Quarantine {
 		rep.QuarantineMS = float64(r.cfg.period()) / 1e6

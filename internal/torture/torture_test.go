@@ -36,6 +36,10 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Schedule, c.Faults = SplitBrain, []string{Pause} }, "include kill"},
 		{func(c *Config) { c.QuarantinePeriod = c.TTL / 2 }, "--quarantine"},
 		{func(c *Config) { c.MaxListed = -1 }, "--max-listed -1"},
+		{func(c *Config) { c.Unfenced = -0.1 }, "--unfenced -0.1"},
+		{func(c *Config) { c.Unfenced = 2 }, "--unfenced 2"},
+		{func(c *Config) { c.ClockDrift = -0.01 }, "--clock-drift -1%"},
+		{func(c *Config) { c.ClockDrift = 20 }, "--clock-drift 2000%"},
 	} {
 		c := DefaultConfig()
 		tc.change(&c)

@@ -18,6 +18,14 @@
 //     paused master processes the commands queued on its socket when it
 //     continues, and a release sent after a timed-out SET can never
 //     overtake it.
+//   - Lost fence write-backs (LoseFences): RaiseFence ops are not sent, so
+//     never applied, and their results say Err, while the batch's other ops
+//     go through; the write-back of a token reaches some masters and not
+//     others.
+//   - A fast clock (SetClockRate): the TTL of every Acquire, AcquireFenced
+//     and Extend is divided by the rate (rounded down to whole
+//     milliseconds) on its way to the master, which then expires the key as
+//     early as a master whose clock runs that much fast would.
 //
 // Random draws come from a math/rand/v2 PCG seeded with Config.Seed, one
 // generator per Transport, so the same seed and the same sequence of calls
@@ -47,6 +55,10 @@ import (
 // ErrReplyLost is the Err of an op that was applied but whose reply was
 // dropped.
 var ErrReplyLost = errors.New("faulty: reply lost (the op was applied)")
+
+// ErrFenceLost is the Err of a RaiseFence op that LoseFences kept from the
+// master.
+var ErrFenceLost = errors.New("faulty: fence write-back lost (not applied)")
 
 // drainTimeout bounds the Do of a held batch applied on Resume after its
 // caller gave up.
@@ -88,6 +100,8 @@ type Stats struct {
 	Partitioned int64 // batches failed fast, not applied
 	Held        int64 // batches held by a pause
 	Abandoned   int64 // held batches whose caller gave up (applied on Resume)
+	FencesLost  int64 // RaiseFence ops kept from the master
+	Scaled      int64 // ops whose TTL a clock rate shortened or lengthened
 }
 
 // Transport is a transport with injected faults. It is safe for concurrent
@@ -100,6 +114,8 @@ type Transport struct {
 	cfg       Config
 	partUntil time.Time
 	dropUntil time.Time
+	fenceLoss time.Time // RaiseFence ops are lost until then
+	clockRate float64   // 0 or 1: the master's clock keeps time
 	paused    bool
 	draining  bool
 	queue     []*job
@@ -109,7 +125,7 @@ type Transport struct {
 
 	wg sync.WaitGroup // the drain goroutine
 
-	batches, delayed, dropped, partitioned, held, abandoned atomic.Int64
+	batches, delayed, dropped, partitioned, held, abandoned, fencesLost, scaled atomic.Int64
 }
 
 // job is a batch held by a pause.
@@ -152,6 +168,7 @@ func (t *Transport) Stats() Stats {
 	return Stats{
 		Batches: t.batches.Load(), Delayed: t.delayed.Load(), Dropped: t.dropped.Load(),
 		Partitioned: t.partitioned.Load(), Held: t.held.Load(), Abandoned: t.abandoned.Load(),
+		FencesLost: t.fencesLost.Load(), Scaled: t.scaled.Load(),
 	}
 }
 
@@ -198,11 +215,45 @@ func (t *Transport) DropReplies(d time.Duration) {
 	}
 }
 
-// Heal ends a partition and a DropReplies period now.
+// LoseFences keeps every RaiseFence op from the master for d from now
+// (extending a period in progress if it would end sooner): the op is not
+// sent, so never applied, and its result says ErrFenceLost. The batch's
+// other ops are sent as usual, in their order.
+func (t *Transport) LoseFences(d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if end := time.Now().Add(d); end.After(t.fenceLoss) {
+		t.fenceLoss = end
+	}
+}
+
+// SetClockRate models a master whose clock runs rate times as fast as real
+// time (1.3: 30% fast; 1 or 0: keeps time): the TTL of every later Acquire,
+// AcquireFenced and Extend is divided by rate and rounded down to whole
+// milliseconds (at least 1ms), so the master expires the key when its fast
+// clock says the TTL has passed. A rate below 1 is a slow clock.
+func (t *Transport) SetClockRate(rate float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.clockRate = max(rate, 0)
+}
+
+// ScaleTTL is the TTL a master whose clock runs rate times as fast as real
+// time is given for ttl: ttl/rate rounded down to whole milliseconds, at
+// least 1ms; ttl itself for a rate of 0 or 1.
+func ScaleTTL(ttl time.Duration, rate float64) time.Duration {
+	if rate <= 0 || rate == 1 {
+		return ttl
+	}
+	ms := int64(float64(ttl.Milliseconds()) / rate)
+	return time.Duration(max(ms, 1)) * time.Millisecond
+}
+
+// Heal ends a partition, a DropReplies period and a LoseFences period now.
 func (t *Transport) Heal() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.partUntil, t.dropUntil = time.Time{}, time.Time{}
+	t.partUntil, t.dropUntil, t.fenceLoss = time.Time{}, time.Time{}, time.Time{}
 }
 
 // Pause holds every later Do, Ping and ServerInfo until Resume (or until
@@ -265,9 +316,11 @@ func (t *Transport) drain() {
 
 // plan is what the faults decided for one call.
 type plan struct {
-	delay time.Duration
-	fail  error // fail fast, unapplied
-	drop  bool  // lose every reply
+	delay     time.Duration
+	fail      error   // fail fast, unapplied
+	drop      bool    // lose every reply
+	loseFence bool    // keep RaiseFence ops from the master
+	clockRate float64 // divide TTLs by it (0 or 1: leave them)
 }
 
 // decide draws the faults of one call. It also returns the drop rate, for
@@ -294,6 +347,8 @@ func (t *Transport) decide() (plan, float64, error) {
 		p.delay += time.Duration(t.rng.Int64N(int64(t.cfg.Jitter)))
 	}
 	p.drop = now.Before(t.dropUntil)
+	p.loseFence = now.Before(t.fenceLoss)
+	p.clockRate = t.clockRate
 	return p, t.cfg.DropRate, nil
 }
 
@@ -329,7 +384,7 @@ func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transp
 	if err := t.wait(ctx, p.delay); err != nil {
 		return transport.Fail(results, err)
 	}
-	if err := t.apply(ctx, ops, results); err != nil {
+	if err := t.applyAltered(ctx, p, ops, results); err != nil {
 		return err
 	}
 	// Replies lost after the fact: the ops were applied.
@@ -354,6 +409,51 @@ func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transp
 		t.mu.Unlock()
 	}
 	return nil
+}
+
+// applyAltered applies the batch as the plan's lost fences and clock rate
+// change it: lost RaiseFence ops are left out (their results say
+// ErrFenceLost) and TTLs are scaled. Without either it is apply, with no
+// copy.
+func (t *Transport) applyAltered(ctx context.Context, p plan, ops []transport.Op, results []transport.Result) error {
+	alter := p.clockRate > 0 && p.clockRate != 1
+	if p.loseFence {
+		alter = alter || slices.ContainsFunc(ops, func(op transport.Op) bool { return op.Kind == transport.RaiseFence })
+	}
+	if !alter {
+		return t.apply(ctx, ops, results)
+	}
+	sent := make([]transport.Op, 0, len(ops))
+	index := make([]int, 0, len(ops)) // sent[j] is ops[index[j]]
+	for i, op := range ops {
+		if p.loseFence && op.Kind == transport.RaiseFence {
+			results[i] = transport.Result{Err: ErrFenceLost}
+			t.fencesLost.Add(1)
+			continue
+		}
+		switch op.Kind {
+		case transport.Acquire, transport.AcquireFenced, transport.Extend:
+			// An op Check rejects (a TTL that is not whole milliseconds)
+			// is passed on as it is, for the master to reject.
+			if transport.Check(&op) == nil {
+				if ttl := ScaleTTL(op.TTL, p.clockRate); ttl != op.TTL {
+					op.TTL = ttl
+					t.scaled.Add(1)
+				}
+			}
+		}
+		sent = append(sent, op)
+		index = append(index, i)
+	}
+	if len(sent) == 0 {
+		return nil
+	}
+	res := make([]transport.Result, len(sent))
+	err := t.apply(ctx, sent, res)
+	for j, i := range index {
+		results[i] = res[j]
+	}
+	return err
 }
 
 // apply sends the batch to the wrapped transport, or, while paused (or

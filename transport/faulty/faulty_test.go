@@ -379,3 +379,122 @@ type namePing struct {
 	transport.Namer
 	transport.Pinger
 }
+
+// recorder passes batches to a memory master and keeps the ops it saw.
+type recorder struct {
+	inner transport.Transport
+	mu    sync.Mutex
+	ops   []transport.Op
+}
+
+func (r *recorder) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
+	r.mu.Lock()
+	r.ops = append(r.ops, ops...)
+	r.mu.Unlock()
+	return r.inner.Do(ctx, ops, res)
+}
+func (r *recorder) Close() error { return r.inner.Close() }
+
+func (r *recorder) seen() []transport.Op {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.ops)
+}
+
+func TestLoseFences(t *testing.T) {
+	m := memory.NewNamed("m")
+	rec := &recorder{inner: m.Transport()}
+	w := Wrap(rec, Config{})
+	defer w.Close()
+	fence := func(tok int64) transport.Op {
+		return transport.Op{Kind: transport.RaiseFence, Key: "k", Token: tok}
+	}
+	fenced := transport.Op{Kind: transport.AcquireFenced, Key: "k", Value: "v", TTL: time.Second}
+	w.LoseFences(time.Hour)
+	res, err := do(w, time.Second, fenced, fence(7), rel("k", "v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res[0].OK || res[0].Token != 1 {
+		t.Errorf("acquire-fenced %+v, want OK with token 1", res[0])
+	}
+	if !errors.Is(res[1].Err, ErrFenceLost) || res[1].OK {
+		t.Errorf("raise-fence %+v, want ErrFenceLost", res[1])
+	}
+	if !res[2].OK {
+		t.Errorf("release after the lost raise %+v, want OK (sent, in order)", res[2])
+	}
+	if got := m.Fence("k"); got != 1 {
+		t.Errorf("counter %d after a lost raise to 7, want 1 (not applied)", got)
+	}
+	for _, op := range rec.seen() {
+		if op.Kind == transport.RaiseFence {
+			t.Errorf("a lost raise reached the master: %+v", op)
+		}
+	}
+	// A batch of lost raises only: nothing reaches the master.
+	n := len(rec.seen())
+	if res, _ := do(w, time.Second, fence(9)); !errors.Is(res[0].Err, ErrFenceLost) {
+		t.Errorf("lone raise %+v, want ErrFenceLost", res[0])
+	}
+	if len(rec.seen()) != n {
+		t.Errorf("a batch of lost raises sent %d ops", len(rec.seen())-n)
+	}
+	if s := w.Stats(); s.FencesLost != 2 {
+		t.Errorf("Stats.FencesLost = %d, want 2", s.FencesLost)
+	}
+	w.Heal()
+	if res, _ := do(w, time.Second, fence(7)); !res[0].OK || res[0].Err != nil {
+		t.Errorf("raise after Heal %+v, want OK", res[0])
+	}
+	if got := m.Fence("k"); got != 7 {
+		t.Errorf("counter %d after a healed raise to 7", got)
+	}
+}
+
+func TestClockRate(t *testing.T) {
+	for _, tc := range []struct {
+		ttl  time.Duration
+		rate float64
+		want time.Duration
+	}{
+		{time.Second, 0, time.Second},
+		{time.Second, 1, time.Second},
+		{time.Second, 1.3, 769 * time.Millisecond},
+		{time.Second, 1.005, 995 * time.Millisecond},
+		{time.Second, 0.5, 2 * time.Second},
+		{time.Millisecond, 3, time.Millisecond}, // never below 1ms
+	} {
+		if got := ScaleTTL(tc.ttl, tc.rate); got != tc.want {
+			t.Errorf("ScaleTTL(%v, %v) = %v, want %v", tc.ttl, tc.rate, got, tc.want)
+		}
+	}
+	rec := &recorder{inner: memory.NewNamed("m").Transport()}
+	w := Wrap(rec, Config{})
+	defer w.Close()
+	w.SetClockRate(1.3)
+	ext := transport.Op{Kind: transport.Extend, Key: "k", Value: "v", TTL: time.Second}
+	fenced := transport.Op{Kind: transport.AcquireFenced, Key: "f", Value: "v", TTL: time.Second}
+	a := acq("k", "v")
+	a.TTL = time.Second
+	res, err := do(w, time.Second, a, ext, fenced, rel("k", "v"))
+	if err != nil || !res[0].OK || !res[1].OK || !res[2].OK || !res[3].OK {
+		t.Fatalf("batch %+v, %v", res, err)
+	}
+	seen := rec.seen()
+	for i, want := range []time.Duration{769 * time.Millisecond, 769 * time.Millisecond, 769 * time.Millisecond, 0} {
+		if seen[i].TTL != want {
+			t.Errorf("%s reached the master with ttl %v, want %v", seen[i].Kind, seen[i].TTL, want)
+		}
+	}
+	if s := w.Stats(); s.Scaled != 3 {
+		t.Errorf("Stats.Scaled = %d, want 3", s.Scaled)
+	}
+	w.SetClockRate(1)
+	if _, err := do(w, time.Second, ext); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.seen()[4].TTL; got != time.Second {
+		t.Errorf("ttl %v after the clock keeps time again", got)
+	}
+}
