@@ -34,7 +34,10 @@
 //     fencing precondition, a majority of masters keeping their counters,
 //     was knowingly broken) lies between them.
 //   - overrun: a critical section that ended after its validity (End >
-//     ValidUntil) while the lost-lock signal had not fired by End.
+//     ValidUntil) while the lost-lock signal had not fired by End, unless
+//     the holder's process was stopped on purpose during it (Paused).
+//   - stale-write and late-write: writes to a protected resource (see
+//     Write and checkWrites).
 package history
 
 import (
@@ -64,6 +67,11 @@ type Grant struct {
 	Start    time.Duration `json:"start,omitempty"`
 	End      time.Duration `json:"end,omitempty"`
 	Signaled bool          `json:"signaled,omitempty"`
+	// Paused: the fault schedule stopped the holder's process (SIGSTOP)
+	// during the section. A stopped process cannot act on the lost-lock
+	// signal, so overrun does not judge it; what it does after it resumes
+	// is judged by the write rules.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // window is the span the engine vouched for this holder.
@@ -97,6 +105,9 @@ type Reset struct {
 type History struct {
 	Grants []Grant
 	Resets []Reset
+	// Writes are the writes holders sent to a protected resource, accepted
+	// or refused.
+	Writes []Write
 }
 
 // Kind names a violated rule.
@@ -118,6 +129,9 @@ type Violation struct {
 	Detail string `json:"detail"`
 	A      *Grant `json:"a"`
 	B      *Grant `json:"b,omitempty"`
+	// Writes are the writes a write rule judged, in the resource's order
+	// (the earlier accepted one first).
+	Writes []Write `json:"writes,omitempty"`
 }
 
 func (v Violation) String() string { return fmt.Sprintf("%s %q: %s", v.Kind, v.Key, v.Detail) }
@@ -142,6 +156,7 @@ func Check(h History) []Violation {
 		gs := byKey[k]
 		out = append(out, checkKey(k, gs, resets)...)
 	}
+	out = append(out, checkWrites(h.Writes, resets)...)
 	return out
 }
 
@@ -201,7 +216,7 @@ func checkKey(key string, gs []*Grant, resets []Reset) []Violation {
 	}
 	// overrun.
 	for _, g := range gs {
-		if g.Ran && g.End > g.ValidUntil && !g.Signaled {
+		if g.Ran && g.End > g.ValidUntil && !g.Signaled && !g.Paused {
 			out = append(out, Violation{Kind: Overrun, Key: key, A: g, Detail: fmt.Sprintf(
 				"%s ran until %v, %v past its validity (%v), and the lost-lock signal had not fired",
 				g.Holder, ms(g.End), ms(g.End-g.ValidUntil), ms(g.ValidUntil))})
@@ -327,6 +342,7 @@ func (r *Recorder) History() History {
 	h := History{Grants: make([]Grant, 0, n), Resets: slices.Clone(r.resets)}
 	for _, l := range r.logs {
 		h.Grants = append(h.Grants, l.grants...)
+		h.Writes = append(h.Writes, l.writes...)
 	}
 	return h
 }
@@ -335,6 +351,7 @@ func (r *Recorder) History() History {
 type Log struct {
 	r      *Recorder
 	grants []Grant
+	writes []Write
 }
 
 // Add records a finished grant.
