@@ -13,9 +13,12 @@
 // # Timebase
 //
 // Every time is an offset from one Recorder's base, read from Go's
-// monotonic clock (time.Since(base), Lock.Until().Sub(base)). All holders
-// live in one process and share that clock, so times of different holders
-// and engines compare directly; wall-clock steps do not affect them.
+// monotonic clock (time.Since(base), Lock.Until().Sub(base)). Holders in
+// the recording process share that clock; holders in other processes of
+// the same machine report CLOCK_MONOTONIC (the clock behind Go's monotonic
+// reading on Linux, shared by every process), which the recorder's owner
+// converts to the same offsets. So times of different holders and engines
+// compare directly; wall-clock steps do not affect them.
 // Recording is conservative: GrantedAt is read after Lock returned (later
 // than the real grant), ReleasedAt before Unlock is called (earlier than the
 // release takes effect), so a delay in recording can hide an overlap but

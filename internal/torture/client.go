@@ -53,7 +53,7 @@ func (r *run) client(ctx context.Context, eng api.Locker, e, c int) {
 	for ctx.Err() == nil {
 		key := r.keys[rng.IntN(len(r.keys))]
 		p := r.plan(rng)
-		opts := append([]api.Option{api.WithFencing(true)}, p.opts...)
+		opts := append([]api.Option{api.WithFencing(!r.cfg.NoFencing)}, p.opts...)
 		var (
 			l   api.Lock
 			err error

@@ -59,6 +59,8 @@ func (r *run) schedule(ctx context.Context) {
 			r.partition(ctx, rng)
 		case Proxy:
 			r.proxy(ctx, rng)
+		case ClientPause:
+			r.clientPause(ctx, rng)
 		}
 	}
 }

@@ -15,6 +15,7 @@ func TestMain(m *testing.M) {
 
 func TestValidate(t *testing.T) {
 	ok := DefaultConfig()
+	ok.WorkerCommand = []string{"redlock", "torture-worker"}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("default config: %v", err)
 	}
@@ -38,13 +39,14 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.MaxListed = -1 }, "--max-listed -1"},
 	} {
 		c := DefaultConfig()
+		c.WorkerCommand = ok.WorkerCommand
 		tc.change(&c)
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Validate = %v, want it to mention %q", err, tc.want)
 		}
 	}
 	c := DefaultConfig()
-	c.Faults = nil
+	c.Faults = nil // client-pause off: no worker command needed
 	if err := c.Validate(); err != nil {
 		t.Errorf("no faults: %v", err)
 	}
@@ -69,6 +71,7 @@ func TestRunCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	c := DefaultConfig()
+	c.WorkerCommand = []string{"redlock", "torture-worker"}
 	if _, err := Run(ctx, c); err == nil {
 		t.Fatal("Run with a cancelled context succeeded")
 	}
