@@ -19,7 +19,29 @@ import (
 	"github.com/quorumlock/redlock/internal/torture"
 )
 
-func init() { register(newTortureCmd) }
+func init() {
+	register(newTortureCmd)
+	register(newTortureWorkerCmd)
+}
+
+// newTortureWorkerCmd is the worker process of the client-pause fault: the
+// torture starts it (with this same binary) and talks to it over stdin and
+// stdout. Hidden: it is no command for people.
+func newTortureWorkerCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:                "torture-worker",
+		Short:              "One engine in a process of its own, for torture's client-pause fault",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			code := torture.WorkerMain(cmd.Context(), args, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+			if code != 0 {
+				return &exitError{code: code}
+			}
+			return nil
+		},
+	}
+}
 
 func newTortureCmd() *cobra.Command {
 	cfg := torture.DefaultConfig()
@@ -27,6 +49,7 @@ func newTortureCmd() *cobra.Command {
 		faults       string
 		clockDrift   string
 		noQuarantine bool
+		noFencing    bool
 		asJSON       bool
 		engineLog    string
 	)
@@ -74,11 +97,22 @@ path). --clock-drift is how fast a drifting master's clock runs; the engine
 allows for 1% of the TTL plus 2ms, so the default 0.5% must never break
 anything, while far past it (--faults clock-drift --clock-drift 30%) the
 checker must report overlaps: a negative control.
+  client-pause
+             two more engines, each in a worker process of its own, whose
+             clients write to a protected resource (a separate redis-server
+             that, with fencing, refuses a token below the largest it has
+             accepted) under their locks; a worker is stopped (SIGSTOP)
+             right after a client checked its lock and before it writes,
+             for more than a TTL, then resumed: the GC pause. Checked: no
+             write accepted with a stale token (stale-write), no earlier
+             holder's write accepted after a later holder's (late-write)
 
 --schedule split-brain only kills, a majority each time, right after a long
 critical section began. With --no-quarantine that hands the lock to a second
 holder while the first still holds it: the negative control, which must end
-with exit status 1.
+with exit status 1. --no-fencing --faults client-pause is the other negative
+control: without tokens the resource takes the paused holder's late write on
+top of the next holder's, and late-write must report it (exit status 1).
 
 The masters are stopped by pid on every exit path. Exit status: 0 when no
 violation was found, 1 when one was, 2 on a usage or setup error (no
@@ -103,6 +137,10 @@ redis-server), 130 when interrupted.`,
 				return usageErr(fmt.Errorf("--clock-drift %q: %w", clockDrift, err))
 			}
 			cfg.ClockDrift = d
+			cfg.NoFencing = noFencing
+			if exe, err := os.Executable(); err == nil {
+				cfg.WorkerCommand = []string{exe, "torture-worker"}
+			}
 			if err := cfg.Validate(); err != nil {
 				return usageErr(err)
 			}
@@ -127,6 +165,7 @@ redis-server), 130 when interrupted.`,
 	f.StringVar(&faults, "faults", strings.Join(torture.Kinds, ","), `faults to inject: a comma-separated subset of `+strings.Join(torture.Kinds, ",")+`, or "none"`)
 	f.StringVar(&cfg.Schedule, "schedule", cfg.Schedule, "fault schedule: mixed, or split-brain (majority kills timed to live locks)")
 	f.BoolVar(&noQuarantine, "no-quarantine", false, "build the engines without the restart quarantine (to show the failure it prevents)")
+	f.BoolVar(&noFencing, "no-fencing", false, "lock without fencing tokens; the client-pause resource accepts every write (to show the failure fencing prevents)")
 	f.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lock time to live")
 	f.DurationVar(&cfg.QuarantinePeriod, "quarantine", 0, "restart quarantine period (default: the ttl)")
 	f.DurationVar(&cfg.MasterTimeout, "master-timeout", cfg.MasterTimeout, "bound on one master's answer")
@@ -243,6 +282,18 @@ func printTorture(w io.Writer, r *torture.Report) {
 		{"unlock errors", kv(r.UnlockErrors)},
 		{"fence resets", num(int64(r.Resets))},
 		{"violations", num(int64(r.Violations.Count))},
+	}
+	if p := r.ClientPause; p != nil {
+		fencing := "fencing on"
+		if !p.Fencing {
+			fencing = "fencing OFF"
+		}
+		rows = append(rows[:len(rows)-1], [2]string{"client pause", fmt.Sprintf(
+			"%s, %d worker processes × %d clients; %d pauses, %d past validity, %d with a newer write first: stale writes refused %d, accepted %d",
+			fencing, p.Workers, p.ClientsPerWorker, p.Pauses, p.PastValidity, p.NewerFirst, p.StaleRefused, p.StaleAccepted)},
+			[2]string{"writes", fmt.Sprintf("accepted %s, refused %s, errors %s, unreported %s",
+				num(p.WritesAccepted), num(p.WritesRefused), num(p.WriteErrors), num(p.Unreported))},
+			rows[len(rows)-1])
 	}
 	for _, row := range rows {
 		fmt.Fprintf(w, "  %-14s %s\n", row[0], row[1])

@@ -22,9 +22,20 @@ import (
 
 // tortureJSON is what the tests read of `torture --json`.
 type tortureJSON struct {
-	Grants     int64            `json:"grants"`
-	Sections   int64            `json:"sections"`
-	Faults     map[string]int64 `json:"faults"`
+	Grants      int64            `json:"grants"`
+	Sections    int64            `json:"sections"`
+	Faults      map[string]int64 `json:"faults"`
+	ClientPause *struct {
+		Fencing       bool  `json:"fencing"`
+		Pauses        int64 `json:"pauses"`
+		PastValidity  int64 `json:"past_validity"`
+		NewerFirst    int64 `json:"newer_write_first"`
+		StaleRefused  int64 `json:"stale_refused"`
+		StaleAccepted int64 `json:"stale_accepted"`
+		Accepted      int64 `json:"writes_accepted"`
+		Refused       int64 `json:"writes_refused"`
+		Unreported    int64 `json:"unreported_writes"`
+	} `json:"client_pause"`
 	Violations struct {
 		Count  int            `json:"count"`
 		ByKind map[string]int `json:"by_kind"`
@@ -142,6 +153,60 @@ func TestTortureClockDriftNegativeControl(t *testing.T) {
 	}
 }
 
+// client-pause with fencing: worker processes stopped between their lock
+// check and their write, past validity, while another holder writes; the
+// resource must refuse every stale write. The counts make sure it was put
+// to the test: pauses happened, past validity, and stale writes came.
+func TestTortureClientPause(t *testing.T) {
+	r := redlock(t, nil, "torture", "--faults", "client-pause", "--duration", "10s", "--fault-interval", "500ms",
+		"--engines", "1", "--clients", "4", "--keys", "4", "--seed", "3", "--progress", "0", "--json")
+	rep := decodeTorture(t, r.stdout)
+	p := rep.ClientPause
+	if p == nil {
+		t.Fatalf("no client_pause in the report:\n%s", r.stdout)
+	}
+	t.Logf("client pause: %+v; violations %v", *p, rep.Violations.ByKind)
+	if r.code != 0 || rep.Violations.Count != 0 {
+		t.Fatalf("exit %d, violations %+v: with fencing no stale write may be accepted", r.code, rep.Violations)
+	}
+	if !p.Fencing || p.StaleAccepted != 0 {
+		t.Errorf("fencing %v, %d stale writes accepted", p.Fencing, p.StaleAccepted)
+	}
+	if p.PastValidity < 1 || p.StaleRefused < 1 {
+		t.Errorf("%d pauses, %d past validity, %d stale writes refused: the run did not put fencing to the test", p.Pauses, p.PastValidity, p.StaleRefused)
+	}
+	if p.Accepted < 1 || p.Refused < p.StaleRefused || p.Unreported != 0 {
+		t.Errorf("writes: %d accepted, %d refused, %d unreported by the workers", p.Accepted, p.Refused, p.Unreported)
+	}
+}
+
+// The negative control: the same without fencing. The resource takes the
+// paused holder's write on top of the next holder's, and the checker must
+// say so.
+func TestTortureClientPauseNoFencing(t *testing.T) {
+	r := redlock(t, nil, "torture", "--faults", "client-pause", "--no-fencing", "--duration", "10s", "--fault-interval", "500ms",
+		"--engines", "1", "--clients", "4", "--keys", "4", "--seed", "3", "--progress", "0", "--json")
+	rep := decodeTorture(t, r.stdout)
+	p := rep.ClientPause
+	if p == nil {
+		t.Fatalf("no client_pause in the report:\n%s", r.stdout)
+	}
+	t.Logf("client pause: %+v; violations %v", *p, rep.Violations.ByKind)
+	if r.code != exitFailure || rep.Violations.ByKind["late-write"] == 0 {
+		t.Fatalf("exit %d, violations %v: the checker did not catch the paused holder's late write", r.code, rep.Violations.ByKind)
+	}
+	if p.Fencing || p.StaleAccepted < 1 || p.Refused != 0 {
+		t.Errorf("fencing %v, %d stale writes accepted, %d writes refused", p.Fencing, p.StaleAccepted, p.Refused)
+	}
+	var found bool
+	for _, v := range rep.Violations.List {
+		found = found || v.Kind == "late-write" && strings.Contains(v.Detail, "past its validity")
+	}
+	if !found {
+		t.Errorf("no late-write listed with its details: %+v", rep.Violations.List)
+	}
+}
+
 func TestTortureText(t *testing.T) {
 	r := redlock(t, nil, "torture", "--duration", "1s", "--faults", "none", "--progress", "0")
 	if r.code != 0 {
@@ -205,7 +270,7 @@ func TestTortureHelp(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d", r.code)
 	}
-	for _, want := range []string{"--faults", "--no-quarantine", "--schedule", "split-brain", "--seed", "Exit status",
+	for _, want := range []string{"--faults", "--no-quarantine", "--no-fencing", "client-pause", "--schedule", "split-brain", "--seed", "Exit status",
 		"script-flush", "address-flip", "fence-loss", "clock-drift", "--clock-drift", "--unfenced"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("help lacks %q", want)
@@ -213,8 +278,9 @@ func TestTortureHelp(t *testing.T) {
 	}
 }
 
-// The masters are stopped by pid on every exit path: SIGINT (exit 130),
-// and kill -9 of the command itself (the kernel kills them with it).
+// The masters, the client-pause resource and worker processes are stopped
+// by pid on every exit path: SIGINT (exit 130), and kill -9 of the command
+// itself (the kernel kills them with it).
 func TestTortureStopsItsMasters(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc")
@@ -232,15 +298,17 @@ func TestTortureStopsItsMasters(t *testing.T) {
 			}
 			done := make(chan struct{})
 			go func() { _ = cmd.Wait(); close(done) }()
-			var pids []int
-			for deadline := time.Now().Add(10 * time.Second); len(pids) < torture.Masters; time.Sleep(20 * time.Millisecond) {
+			var pids, workers []int
+			for deadline := time.Now().Add(10 * time.Second); len(pids) < torture.Masters+1 || len(workers) < 2; time.Sleep(20 * time.Millisecond) {
 				if time.Now().After(deadline) {
 					_ = cmd.Process.Kill()
 					<-done
-					t.Fatalf("found %d redis-server children, want %d", len(pids), torture.Masters)
+					t.Fatalf("found %d redis-server children and %d workers, want %d (masters and resource) and 2", len(pids), len(workers), torture.Masters+1)
 				}
 				pids = children(cmd.Process.Pid, "redis-server")
+				workers = children(cmd.Process.Pid, filepath.Base(bin))
 			}
+			pids = append(pids, workers...)
 			time.Sleep(500 * time.Millisecond)
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
@@ -262,7 +330,7 @@ func TestTortureStopsItsMasters(t *testing.T) {
 				for syscall.Kill(pid, 0) == nil {
 					if time.Now().After(deadline) {
 						_ = syscall.Kill(pid, syscall.SIGKILL)
-						t.Fatalf("redis-server %d outlived the torture command (%v)", pid, sig)
+						t.Fatalf("child %d outlived the torture command (%v)", pid, sig)
 					}
 					time.Sleep(10 * time.Millisecond)
 				}
@@ -310,6 +378,7 @@ func TestTortureInProcess(t *testing.T) {
 	cfg := torture.DefaultConfig()
 	cfg.Duration, cfg.Engines, cfg.Clients, cfg.Keys = 3*time.Second, 2, 4, 4
 	cfg.FaultInterval = 200 * time.Millisecond
+	cfg.WorkerCommand = []string{bin, "torture-worker"} // this process is the test binary
 	var out bytes.Buffer
 	err := runTorture(context.Background(), &out, cfg, false)
 	if err != nil {

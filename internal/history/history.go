@@ -13,9 +13,12 @@
 // # Timebase
 //
 // Every time is an offset from one Recorder's base, read from Go's
-// monotonic clock (time.Since(base), Lock.Until().Sub(base)). All holders
-// live in one process and share that clock, so times of different holders
-// and engines compare directly; wall-clock steps do not affect them.
+// monotonic clock (time.Since(base), Lock.Until().Sub(base)). Holders in
+// the recording process share that clock; holders in other processes of
+// the same machine report CLOCK_MONOTONIC (the clock behind Go's monotonic
+// reading on Linux, shared by every process), which the recorder's owner
+// converts to the same offsets. So times of different holders and engines
+// compare directly; wall-clock steps do not affect them.
 // Recording is conservative: GrantedAt is read after Lock returned (later
 // than the real grant), ReleasedAt before Unlock is called (earlier than the
 // release takes effect), so a delay in recording can hide an overlap but
@@ -34,7 +37,10 @@
 //     fencing precondition, a majority of masters keeping their counters,
 //     was knowingly broken) lies between them.
 //   - overrun: a critical section that ended after its validity (End >
-//     ValidUntil) while the lost-lock signal had not fired by End.
+//     ValidUntil) while the lost-lock signal had not fired by End, unless
+//     the holder's process was stopped on purpose during it (Paused).
+//   - stale-write and late-write: writes to a protected resource (see
+//     Write and checkWrites).
 package history
 
 import (
@@ -64,6 +70,11 @@ type Grant struct {
 	Start    time.Duration `json:"start,omitempty"`
 	End      time.Duration `json:"end,omitempty"`
 	Signaled bool          `json:"signaled,omitempty"`
+	// Paused: the fault schedule stopped the holder's process (SIGSTOP)
+	// during the section. A stopped process cannot act on the lost-lock
+	// signal, so overrun does not judge it; what it does after it resumes
+	// is judged by the write rules.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // window is the span the engine vouched for this holder.
@@ -97,6 +108,9 @@ type Reset struct {
 type History struct {
 	Grants []Grant
 	Resets []Reset
+	// Writes are the writes holders sent to a protected resource, accepted
+	// or refused.
+	Writes []Write
 }
 
 // Kind names a violated rule.
@@ -118,6 +132,9 @@ type Violation struct {
 	Detail string `json:"detail"`
 	A      *Grant `json:"a"`
 	B      *Grant `json:"b,omitempty"`
+	// Writes are the writes a write rule judged, in the resource's order
+	// (the earlier accepted one first).
+	Writes []Write `json:"writes,omitempty"`
 }
 
 func (v Violation) String() string { return fmt.Sprintf("%s %q: %s", v.Kind, v.Key, v.Detail) }
@@ -142,6 +159,7 @@ func Check(h History) []Violation {
 		gs := byKey[k]
 		out = append(out, checkKey(k, gs, resets)...)
 	}
+	out = append(out, checkWrites(h.Writes, resets)...)
 	return out
 }
 
@@ -201,7 +219,7 @@ func checkKey(key string, gs []*Grant, resets []Reset) []Violation {
 	}
 	// overrun.
 	for _, g := range gs {
-		if g.Ran && g.End > g.ValidUntil && !g.Signaled {
+		if g.Ran && g.End > g.ValidUntil && !g.Signaled && !g.Paused {
 			out = append(out, Violation{Kind: Overrun, Key: key, A: g, Detail: fmt.Sprintf(
 				"%s ran until %v, %v past its validity (%v), and the lost-lock signal had not fired",
 				g.Holder, ms(g.End), ms(g.End-g.ValidUntil), ms(g.ValidUntil))})
@@ -327,6 +345,7 @@ func (r *Recorder) History() History {
 	h := History{Grants: make([]Grant, 0, n), Resets: slices.Clone(r.resets)}
 	for _, l := range r.logs {
 		h.Grants = append(h.Grants, l.grants...)
+		h.Writes = append(h.Writes, l.writes...)
 	}
 	return h
 }
@@ -335,6 +354,7 @@ func (r *Recorder) History() History {
 type Log struct {
 	r      *Recorder
 	grants []Grant
+	writes []Write
 }
 
 // Add records a finished grant.

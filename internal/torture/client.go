@@ -55,7 +55,9 @@ func (r *run) client(ctx context.Context, eng api.Locker, e, c int) {
 	for ctx.Err() == nil {
 		key := r.keys[rng.IntN(len(r.keys))]
 		p := r.plan(rng)
-		fenced := rng.Float64() >= r.cfg.Unfenced
+		// Some calls go without fencing (--unfenced): the plain-SET path,
+		// which fenced calls (a script) never take. --no-fencing: none fenced.
+		fenced := !r.cfg.NoFencing && rng.Float64() >= r.cfg.Unfenced
 		opts := append([]api.Option{api.WithFencing(fenced)}, p.opts...)
 		var (
 			l   api.Lock

@@ -67,6 +67,8 @@ func (r *run) schedule(ctx context.Context) {
 			r.fenceLoss(ctx, rng)
 		case ClockDrift:
 			r.clockDrift(ctx, rng)
+		case ClientPause:
+			r.clientPause(ctx, rng)
 		}
 	}
 }

@@ -27,8 +27,16 @@
 // links to it are slow) and clock-drift (masters whose clock runs fast:
 // the TTLs that reach them are scaled down).
 //
-// At the end history.Check judges the history. All engines share this
-// process's monotonic clock, which is what makes the times comparable.
+// client-pause (pause.go, worker.go): two more engines, each in a worker
+// process of its own, whose clients write to a protected resource (a
+// separate redis-server) under their locks; a worker is stopped with
+// SIGSTOP between a client's lock check and its write, past the lock's
+// validity, then resumed.
+//
+// At the end history.Check judges the history. The in-process engines share
+// this process's monotonic clock; the workers report CLOCK_MONOTONIC, which
+// every process on the machine shares and which is converted to the same
+// timebase, so all times are comparable.
 package torture
 
 import (
@@ -76,7 +84,7 @@ const (
 )
 
 // Kinds lists every fault kind, in report order.
-var Kinds = []string{Kill, Pause, Latency, Partition, Proxy, ScriptFlush, AddressFlip, FenceLoss, ClockDrift}
+var Kinds = []string{Kill, Pause, Latency, Partition, Proxy, ScriptFlush, AddressFlip, FenceLoss, ClockDrift, ClientPause}
 
 // Schedules.
 const (
@@ -125,6 +133,13 @@ type Config struct {
 	// EngineLog, when set, receives the engines' logs (warnings and up),
 	// each line tagged with its engine.
 	EngineLog io.Writer
+	// NoFencing: clients lock without fencing tokens, and the client-pause
+	// resource accepts every write (the negative control of client-pause).
+	NoFencing bool
+	// WorkerCommand starts a client-pause worker process: the program and
+	// its first arguments, to which the worker's flags are appended
+	// (`redlock torture-worker`; see WorkerMain). Needed for client-pause.
+	WorkerCommand []string
 }
 
 // DefaultConfig is the configuration of a plain `redlock torture`.
@@ -189,6 +204,9 @@ func (c *Config) Validate() error {
 		}
 		seen[f] = true
 	}
+	if err := c.validatePause(); err != nil {
+		return err
+	}
 	if c.Schedule == SplitBrain && !seen[Kill] {
 		return fmt.Errorf("--schedule %s kills masters: include kill in --faults", SplitBrain)
 	}
@@ -240,6 +258,9 @@ type Report struct {
 	// across them.
 	Resets int `json:"fence_resets"`
 
+	// ClientPause is what the client-pause fault did (with that fault on).
+	ClientPause *PauseReport `json:"client_pause,omitempty"`
+
 	Violations Violations `json:"violations"`
 	// Events is the fault timeline on the history's timebase (the first
 	// MaxEvents).
@@ -287,6 +308,7 @@ type run struct {
 	quorum   int
 
 	holds chan holdEvent // long sections beginning, for targeted kills
+	pz    *pauser        // client-pause workers and resource; nil without
 
 	mu          sync.Mutex
 	faults      map[string]int64
@@ -399,7 +421,7 @@ func (r *run) setup(ctx context.Context) error {
 		}
 		r.engines = append(r.engines, eng)
 	}
-	return nil
+	return r.setupPause(ctx)
 }
 
 func closeAll(ts []transport.Transport) {
@@ -437,13 +459,14 @@ func (r *run) waitVoting(ctx context.Context) error {
 			}
 		}
 	}
-	return nil
+	return r.waitWorkers(ctx)
 }
 
 // teardown heals everything, closes the engines, proxies and stops the
 // servers. It runs on every exit path of Run.
 func (r *run) teardown() {
 	r.healAll()
+	r.teardownPause()
 	for _, e := range r.engines {
 		_ = e.Close()
 	}
@@ -490,6 +513,9 @@ func (r *run) execute(ctx context.Context) (*Report, error) {
 	runCtx, cancel := context.WithTimeout(ctx, r.cfg.Duration)
 	defer cancel()
 	start := time.Now()
+	if err := r.startWorkers(); err != nil {
+		return nil, err
+	}
 
 	var workers sync.WaitGroup
 	for e, eng := range r.engines {
@@ -514,6 +540,7 @@ func (r *run) execute(ctx context.Context) (*Report, error) {
 	workers.Wait()
 	elapsed := time.Since(start)
 	r.unlocks.Wait()
+	r.stopWorkers()
 	stopProg()
 	prog.Wait()
 	if err := ctx.Err(); err != nil {
@@ -523,6 +550,7 @@ func (r *run) execute(ctx context.Context) (*Report, error) {
 	h := r.rec.History()
 	vs := history.Check(h)
 	rep := r.report(h, vs, elapsed)
+	rep.ClientPause = r.finishPause(h)
 	return rep, nil
 }
 

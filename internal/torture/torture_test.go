@@ -15,6 +15,7 @@ func TestMain(m *testing.M) {
 
 func TestValidate(t *testing.T) {
 	ok := DefaultConfig()
+	ok.WorkerCommand = []string{"redlock", "torture-worker"}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("default config: %v", err)
 	}
@@ -42,13 +43,14 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.ClockDrift = 20 }, "--clock-drift 2000%"},
 	} {
 		c := DefaultConfig()
+		c.WorkerCommand = ok.WorkerCommand
 		tc.change(&c)
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Validate = %v, want it to mention %q", err, tc.want)
 		}
 	}
 	c := DefaultConfig()
-	c.Faults = nil
+	c.Faults = nil // client-pause off: no worker command needed
 	if err := c.Validate(); err != nil {
 		t.Errorf("no faults: %v", err)
 	}
@@ -73,6 +75,7 @@ func TestRunCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	c := DefaultConfig()
+	c.WorkerCommand = []string{"redlock", "torture-worker"}
 	if _, err := Run(ctx, c); err == nil {
 		t.Fatal("Run with a cancelled context succeeded")
 	}
