@@ -38,6 +38,9 @@ type flipper struct {
 	ts   []transport.Transport
 	cur  int
 	gen  uint64
+	// onInfo, when set, runs once at the start of the next ServerInfo:
+	// the address can flip while the engine is reading it.
+	onInfo func()
 }
 
 func newFlipper(name string, age time.Duration, ms ...*memory.Master) *flipper {
@@ -76,6 +79,13 @@ func (f *flipper) Do(ctx context.Context, ops []transport.Op, res []transport.Re
 }
 
 func (f *flipper) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
+	f.mu.Lock()
+	hook := f.onInfo
+	f.onInfo = nil
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
 	t := f.current()
 	if t == nil {
 		return transport.ServerInfo{}, errDown
@@ -316,4 +326,51 @@ func TestRedisAddressFlipQuarantinedFromFirstSight(t *testing.T) {
 		t.Fatalf("the flipped master answered %v; want ErrQuarantined (%v)", me, err)
 	}
 	checkVotesAgainIn(t, logs, period)
+}
+
+// The address flips to another server and back while the engine reads the
+// run id that should have told it about the flip: the read describes the
+// server behind the later connection (the one the engine knew all along),
+// not the one that answered the batches in between. Those answers must not
+// be vouched for by it. Before the fix the node filed the read under the
+// epoch it started in, and the other server's grant counted.
+func TestAddressFlipBackDuringInfoRead(t *testing.T) {
+	const ttl = 10 * time.Second
+	a, other, b, c := memory.New(), memory.New(), memory.New(), memory.New()
+	x := newFlipper("x", time.Hour, a, other)
+	ts := []transport.Transport{x, newFlipper("y", time.Hour, b), newFlipper("z", time.Hour, c)}
+	e, err := engine.NewWithTransports(ts, api.WithTTL(ttl), api.WithRestartQuarantine(ttl),
+		api.WithMasterTimeout(time.Second), api.WithLogger(slog.New(&logRecords{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	l, err := e.TryLock(ctx, "warm")
+	if err != nil {
+		t.Fatalf("TryLock on masters up for an hour: %v", err)
+	}
+	_ = l.Unlock(ctx)
+
+	// Someone else holds k on a (behind x) and on y: a majority. Only a
+	// grant from the other server behind x could give us k.
+	res := make([]transport.Result, 1)
+	for _, m := range []*memory.Master{a, b} {
+		_ = m.Transport().Do(ctx, []transport.Op{{Kind: transport.Acquire, Key: "k", Value: "someone-else", TTL: ttl}}, res)
+		if !res[0].OK {
+			t.Fatalf("setting up k: %+v", res[0])
+		}
+	}
+	x.mu.Lock()
+	x.onInfo = func() { x.to(0) } // flips back as the engine asks who is there
+	x.mu.Unlock()
+	x.to(1)
+	held, err := e.TryLock(ctx, "k")
+	if err == nil {
+		_ = held.Unlock(ctx)
+		t.Fatal("granted k while someone else holds it on a majority: the other server's grant was vouched for by a read of the server behind the next connection")
+	}
+	if v, _ := other.Get("k"); v == "" {
+		t.Fatal("the other server never saw the SET: the test did not make the batch it means to")
+	}
 }
