@@ -126,10 +126,17 @@ func (q *quarantine) learn(n *node, r *infoResult) {
 		// start each time, and only the latest (safest) one counts.
 		started = q.started
 	}
-	q.runID, q.started, q.vettedAt, q.vetted = r.info.RunID, started, r.epoch, true
+	q.runID, q.started = r.info.RunID, started
 	q.twins.set(q.index, r.info.RunID)
 	if q.epoch() != r.epoch {
-		q.check(n) // reconnected meanwhile: read again
+		// Reconnected while reading: the reply may describe the server
+		// behind the new connection, not the one that answered r.epoch's
+		// batches (an address that flipped away and back), so it vouches
+		// for no epoch. Read again.
+		q.vetted = false
+		q.check(n)
+	} else {
+		q.vettedAt, q.vetted = r.epoch, true
 	}
 	q.release(n)
 }
