@@ -203,7 +203,7 @@ func (r *run) addressFlip(ctx context.Context, rng *rand.Rand) {
 	}
 }
 
-// flip points every engine's proxy to each victim at addr(i, m) and resets
+// flip points every engine's (and worker's) proxy to each victim at addr(i, m) and resets
 // its connections; it returns how many it reset.
 func (r *run) flip(victims []int, addr func(i, m int) string) int {
 	r.mu.Lock()
@@ -222,8 +222,8 @@ func (r *run) flip(victims []int, addr func(i, m int) string) int {
 	n := 0
 	for i, m := range victims {
 		a := addr(i, m)
-		for e := range r.cfg.Engines {
-			p := r.proxies[e][m]
+		for _, row := range append(r.proxies[:r.cfg.Engines:r.cfg.Engines], r.flipProxies...) {
+			p := row[m]
 			p.SetTarget(a)
 			n += p.Reset()
 		}

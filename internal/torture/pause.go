@@ -16,6 +16,7 @@ import (
 
 	"github.com/mediocregopher/radix/v4"
 
+	"github.com/quorumlock/redlock/internal/faultproxy"
 	"github.com/quorumlock/redlock/internal/history"
 	"github.com/quorumlock/redlock/internal/redisproc"
 )
@@ -120,15 +121,29 @@ func (r *run) setupPause(ctx context.Context) error {
 		return fmt.Errorf("%w: starting the protected resource's redis-server: %w", ErrSetup, err)
 	}
 	p.resource = res
-	masters := make([]string, Masters)
-	for m, s := range r.servers {
-		masters[m] = s.Addr
-	}
 	q := r.cfg.period()
 	if !r.cfg.Quarantine {
 		q = 0
 	}
 	for i := range pauseWorkers {
+		masters := make([]string, Masters)
+		for m, s := range r.servers {
+			masters[m] = s.Addr
+		}
+		if r.cfg.has(AddressFlip) {
+			// Through proxies that address-flip moves with the in-process
+			// engines' (see run.flipProxies).
+			row := make([]*faultproxy.Proxy, Masters)
+			r.flipProxies = append(r.flipProxies, row)
+			for m, s := range r.servers {
+				fp, err := faultproxy.New(s.Addr)
+				if err != nil {
+					return fmt.Errorf("%w: %w", ErrSetup, err)
+				}
+				row[m] = fp
+				masters[m] = fp.Addr()
+			}
+		}
 		wc := workerConfig{id: i + 1, masters: masters, resource: res[0].Addr, keys: r.keys,
 			clients: p.stats.ClientsPerWorker, ttl: r.cfg.TTL, masterTimeout: r.cfg.MasterTimeout,
 			quarantine: q, fencing: !r.cfg.NoFencing, seed: r.cfg.Seed, work: r.cfg.Work}

@@ -294,7 +294,12 @@ type run struct {
 	cfg     Config
 	servers []*redisproc.Server
 	proxies [][]*faultproxy.Proxy // [engine][master]; nil without proxy and address-flip faults
-	spares  []*redisproc.Server   // address-flip's spare servers
+	// flipProxies are the client-pause workers' proxies ([worker][master]),
+	// with address-flip on: an address flip must change what the address
+	// reaches for every client, else the fault itself would be a split
+	// brain (two servers answering for one master to different clients).
+	flipProxies [][]*faultproxy.Proxy
+	spares      []*redisproc.Server // address-flip's spare servers
 	// sparesUp is when the spares started; flipped[m] is the spare master
 	// m's address reaches ("" or nil: its own server); flipping: a flip is
 	// in place.
@@ -470,7 +475,7 @@ func (r *run) teardown() {
 	for _, e := range r.engines {
 		_ = e.Close()
 	}
-	for _, row := range r.proxies {
+	for _, row := range append(r.proxies, r.flipProxies...) {
 		for _, p := range row {
 			if p != nil {
 				_ = p.Close()
