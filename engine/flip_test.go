@@ -201,6 +201,37 @@ func checkVotesAgainIn(t *testing.T, logs *logRecords, period time.Duration) {
 	}
 }
 
+// warmEngine starts an engine over ts with quarantine period ttl and a one
+// second master timeout, and takes and releases a lock once, so that every
+// master that votes has been read. It fails t with what if that lock fails.
+func warmEngine(t *testing.T, ts []transport.Transport, ttl time.Duration, logs *logRecords, what string) *engine.Engine {
+	t.Helper()
+	e, err := engine.NewWithTransports(ts, api.WithTTL(ttl), api.WithRestartQuarantine(ttl),
+		api.WithMasterTimeout(time.Second), api.WithLogger(slog.New(logs)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	l, err := e.TryLock(context.Background(), "warm")
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	_ = l.Unlock(context.Background())
+	return e
+}
+
+// hold sets key on each master for someone else.
+func hold(t *testing.T, key string, ttl time.Duration, ms ...*memory.Master) {
+	t.Helper()
+	res := make([]transport.Result, 1)
+	for _, m := range ms {
+		_ = m.Transport().Do(context.Background(), []transport.Op{{Kind: transport.Acquire, Key: key, Value: "someone-else", TTL: ttl}}, res)
+		if !res[0].OK {
+			t.Fatalf("setting up %s: %+v", key, res[0])
+		}
+	}
+}
+
 // Memory masters: x's address flips from a to other, a process up for an
 // hour. Before the fix it voted at once (its start was put an hour back).
 func TestAddressFlipQuarantinedFromFirstSight(t *testing.T) {
@@ -209,28 +240,14 @@ func TestAddressFlipQuarantinedFromFirstSight(t *testing.T) {
 	x := newFlipper("x", time.Hour, a, other)
 	ts := []transport.Transport{x, newFlipper("y", time.Hour, b), newFlipper("z", time.Hour, c)}
 	logs := &logRecords{}
-	e, err := engine.NewWithTransports(ts, api.WithTTL(ttl), api.WithRestartQuarantine(ttl),
-		api.WithMasterTimeout(time.Second), api.WithLogger(slog.New(logs)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	ctx := context.Background()
 	// Every master has been up for an hour: all vote from the start.
-	l, err := e.TryLock(ctx, "warm")
-	if err != nil {
-		t.Fatalf("TryLock on masters up for an hour: %v", err)
-	}
-	_ = l.Unlock(ctx)
+	e := warmEngine(t, ts, ttl, logs, "TryLock on masters up for an hour")
+	ctx := context.Background()
 
 	x.to(1)
 	// y holds k for someone else, so only x and z can make a majority:
 	// the lock is granted only if the flipped master votes.
-	res := make([]transport.Result, 1)
-	_ = b.Transport().Do(ctx, []transport.Op{{Kind: transport.Acquire, Key: "k", Value: "someone-else", TTL: ttl}}, res)
-	if !res[0].OK {
-		t.Fatalf("setting up y: %+v", res[0])
-	}
+	hold(t, "k", ttl, b)
 	held, err := e.TryLock(ctx, "k")
 	if err == nil {
 		_ = held.Unlock(ctx)
@@ -339,28 +356,11 @@ func TestAddressFlipBackDuringInfoRead(t *testing.T) {
 	a, other, b, c := memory.New(), memory.New(), memory.New(), memory.New()
 	x := newFlipper("x", time.Hour, a, other)
 	ts := []transport.Transport{x, newFlipper("y", time.Hour, b), newFlipper("z", time.Hour, c)}
-	e, err := engine.NewWithTransports(ts, api.WithTTL(ttl), api.WithRestartQuarantine(ttl),
-		api.WithMasterTimeout(time.Second), api.WithLogger(slog.New(&logRecords{})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := warmEngine(t, ts, ttl, &logRecords{}, "TryLock on masters up for an hour")
 	ctx := context.Background()
-	l, err := e.TryLock(ctx, "warm")
-	if err != nil {
-		t.Fatalf("TryLock on masters up for an hour: %v", err)
-	}
-	_ = l.Unlock(ctx)
-
 	// Someone else holds k on a (behind x) and on y: a majority. Only a
 	// grant from the other server behind x could give us k.
-	res := make([]transport.Result, 1)
-	for _, m := range []*memory.Master{a, b} {
-		_ = m.Transport().Do(ctx, []transport.Op{{Kind: transport.Acquire, Key: "k", Value: "someone-else", TTL: ttl}}, res)
-		if !res[0].OK {
-			t.Fatalf("setting up k: %+v", res[0])
-		}
-	}
+	hold(t, "k", ttl, a, b)
 	x.mu.Lock()
 	x.onInfo = func() { x.to(0) } // flips back as the engine asks who is there
 	x.mu.Unlock()

@@ -148,25 +148,11 @@ func TestTwinsFoundAtRunTimeDoNotVote(t *testing.T) {
 	y.to(-1) // down at construction
 	z := newFlipper("z", time.Hour, m2)
 	logs := &logRecords{}
-	e, err := engine.NewWithTransports([]transport.Transport{x, y, z}, api.WithTTL(ttl), api.WithRestartQuarantine(ttl),
-		api.WithMasterTimeout(time.Second), api.WithLogger(slog.New(logs)))
-	if err != nil {
-		t.Fatalf("construction with y down: %v", err)
-	}
-	defer e.Close()
+	e := warmEngine(t, []transport.Transport{x, y, z}, ttl, logs, "with y down, x and z should vote")
 	ctx := context.Background()
-	l, err := e.TryLock(ctx, "warm")
-	if err != nil {
-		t.Fatalf("x and z should vote: %v", err)
-	}
-	_ = l.Unlock(ctx)
 	// z refuses k, so every TryLock of k waits for y's answer: by the time
 	// it returns, y has read the server behind it.
-	res := make([]transport.Result, 1)
-	_ = m2.Transport().Do(ctx, []transport.Op{{Kind: transport.Acquire, Key: "k", Value: "someone-else", TTL: time.Hour}}, res)
-	if !res[0].OK {
-		t.Fatalf("setting up z: %+v", res[0])
-	}
+	hold(t, "k", time.Hour, m2)
 
 	y.to(0) // y comes up, and reaches x's server
 	si, _ := m0.Transport().(transport.InfoReporter).ServerInfo(ctx)
