@@ -64,9 +64,10 @@ type Lock interface {
 	// Token is the lock's fencing token (WithFencing), 0 without fencing.
 	// For one key, a lock granted after another gets a strictly larger
 	// token, as long as mutual exclusion holds (Until is honoured, clocks
-	// drift within the allowance) and every master keeps its fencing
-	// counters or is kept out of the quorum after losing them (persistence,
-	// the restart quarantine). Tokens are not consecutive, and attempts
+	// drift within the allowance) and the masters that confirmed a token
+	// keep their fencing counters (persistence: the restart quarantine
+	// keeps a restarted master's votes out, not its lost counters; the
+	// proof is in SAFETY.md). Tokens are not consecutive, and attempts
 	// that were not granted use up numbers too. Pass the token to the
 	// resource you protect so that it can refuse a holder whose token is
 	// older than one it saw: the token, not Until, is what stops a holder
