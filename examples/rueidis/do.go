@@ -12,24 +12,14 @@ import (
 	"github.com/quorumlock/redlock/transport"
 )
 
-var (
-	// errNotResent fails a NOSCRIPT op that cannot run again in order.
-	errNotResent = errors.New("NOSCRIPT, and not resent: a later op of the batch on the same key had run already; not applied")
-	// errUnexpected: a reply of a type the op cannot have.
-	errUnexpected = errors.New("unexpected reply")
-	// errBadToken: AcquireFenced set the key but the count came out below
-	// 1. The lock may be held, so this is an error, never a plain "no".
-	errBadToken = errors.New("fencing counter is not positive")
-)
-
 // Do sends the valid ops as one DoMulti and fills results; invalid ops get
 // their transport.Check error and are not sent. Scripts go as EVALSHA; the
 // ops that meet NOSCRIPT (the master restarted, or someone ran SCRIPT FLUSH)
 // go again as EVAL in one more round trip, if that keeps the batch's order.
 func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transport.Result) error {
-	if len(results) != len(ops) {
-		err := fmt.Errorf("%w: %d ops but %d results", transport.ErrInvalidOp, len(ops), len(results))
-		return transport.Fail(results[:min(len(ops), len(results))], err)
+	if n := len(ops); len(results) != n {
+		return transport.Fail(results[:min(n, len(results))],
+			fmt.Errorf("%w: Do got %d ops and %d results, want as many of each", transport.ErrInvalidOp, n, len(results)))
 	}
 	if t.closed.Load() {
 		return transport.Fail(results, t.errClosed)
@@ -267,3 +257,13 @@ func (t *Transport) result(op *transport.Op, r rueidis.RedisResult) transport.Re
 func (t *Transport) opErr(op *transport.Op, err error) transport.Result {
 	return transport.Result{Err: fmt.Errorf("rueidis %s: %s %q: %w", t.name, op.Kind, op.Key, err)}
 }
+
+var (
+	// errNotResent fails a NOSCRIPT op that cannot run again in order.
+	errNotResent = errors.New("NOSCRIPT, and not resent: a later op of the batch on the same key had run already; not applied")
+	// errUnexpected: a reply of a type the op cannot have.
+	errUnexpected = errors.New("unexpected reply")
+	// errBadToken: AcquireFenced set the key but the count came out below
+	// 1. The lock may be held, so this is an error, never a plain "no".
+	errBadToken = errors.New("fencing counter is not positive")
+)

@@ -84,6 +84,11 @@ func (s *server) restart() {
 	s.start()
 }
 
+// pause stops the process (SIGSTOP): connections stay open, nothing is
+// answered. resume lets it go on.
+func (s *server) pause()  { s.signal(syscall.SIGSTOP) }
+func (s *server) resume() { s.signal(syscall.SIGCONT) }
+
 func (s *server) signal(sig syscall.Signal) {
 	s.t.Helper()
 	if err := s.cmd.Process.Signal(sig); err != nil {
@@ -134,6 +139,11 @@ func roundTrip(addr string, args ...string) (string, error) {
 		return line, errors.New(line)
 	}
 	return line, nil
+}
+
+// freeAddr is a loopback address nothing listens on (for now).
+func freeAddr(t testing.TB) string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 }
 
 func freePort(t testing.TB) int {

@@ -7,6 +7,14 @@ import (
 	"github.com/quorumlock/redlock/transport"
 )
 
+// script is a Lua script and its SHA1, the name EVALSHA calls it by.
+type script struct{ src, sha string }
+
+func newScript(src string) *script {
+	sum := sha1.Sum([]byte(src))
+	return &script{src: src, sha: hex.EncodeToString(sum[:])}
+}
+
 // The Lua scripts behind every op but the single-key Acquire (a plain SET NX
 // PX).
 //
@@ -103,14 +111,6 @@ if redis.call("type", counter).ok == "string" then
   redis.call("hset", counter, "n", old)
 end`
 )
-
-// script is a Lua script and its SHA1, the name EVALSHA calls it by.
-type script struct{ src, sha string }
-
-func newScript(src string) *script {
-	sum := sha1.Sum([]byte(src))
-	return &script{src: src, sha: hex.EncodeToString(sum[:])}
-}
 
 var (
 	releaseLua       = newScript(releaseScript)

@@ -162,15 +162,16 @@ func (c *Config) check() error {
 	if _, port, err := net.SplitHostPort(c.Addr); err != nil || port == "" {
 		return fmt.Errorf("Addr %q: want host:port", c.Addr)
 	}
-	switch {
-	case c.DB < 0:
+	if c.DB < 0 {
 		return fmt.Errorf("DB %d is negative", c.DB)
-	case c.DialTimeout < 0:
-		return fmt.Errorf("DialTimeout %v is negative", c.DialTimeout)
-	case c.OpTimeout < 0:
-		return fmt.Errorf("OpTimeout %v is negative", c.OpTimeout)
-	case c.MaxFlushDelay < 0:
-		return fmt.Errorf("MaxFlushDelay %v is negative", c.MaxFlushDelay)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"DialTimeout", c.DialTimeout}, {"OpTimeout", c.OpTimeout}, {"MaxFlushDelay", c.MaxFlushDelay}} {
+		if d.v < 0 {
+			return fmt.Errorf("%s %v is negative: want 0 (the default) or more", d.name, d.v)
+		}
 	}
 	return nil
 }

@@ -3,9 +3,6 @@ package rueidistransport
 import (
 	"context"
 	"errors"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -80,7 +77,7 @@ func TestNoScriptKeepsOrder(t *testing.T) {
 
 	s.do("SCRIPT", "FLUSH")
 	res := do(t, tr, rel("k", "v"), acq("k", "v"), rel("k2", "v2"))
-	if res[0].Err == nil || !strings.Contains(res[0].Err.Error(), "not resent") {
+	if !errors.Is(res[0].Err, errNotResent) {
 		t.Errorf("release of k before a SET of k, after NOSCRIPT: OK=%v Err=%v, want the not-resent error", res[0].OK, res[0].Err)
 	}
 	wantOK(t, "SET NX of the held k", res[1], false)
@@ -110,8 +107,8 @@ func TestPausedMaster(t *testing.T) {
 	// OpTimeout does not help here: every ctx below ends first.
 	tr := newTransport(t, Config{Addr: s.Addr, OpTimeout: time.Hour})
 	do(t, tr, acq("warm", "v"))
-	s.signal(syscall.SIGSTOP)
-	defer s.signal(syscall.SIGCONT)
+	s.pause()
+	defer s.resume()
 
 	for _, c := range []struct {
 		name string
@@ -145,7 +142,7 @@ func TestPausedMaster(t *testing.T) {
 			t.Fatalf("%s: Do still running a minute after its ctx ended", c.name)
 		}
 	}
-	s.signal(syscall.SIGCONT)
+	s.resume()
 	// k1's SET went out before Do gave up, so the master applies it before
 	// this batch (k2's may or may not have been written: no check).
 	res := do(t, tr, acq("k1", "w"), rel("k1", "v"))
@@ -159,10 +156,7 @@ func TestPausedMaster(t *testing.T) {
 func TestRestart(t *testing.T) {
 	s := startRedis(t)
 	tr := newTransport(t, Config{Addr: s.Addr})
-	info, err := tr.ServerInfo(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := runID(t, tr)
 	do(t, tr, acq("k", "v"))
 	e := tr.Epoch()
 	s.restart()
@@ -186,19 +180,24 @@ func TestRestart(t *testing.T) {
 	if tr.Epoch() == e {
 		t.Errorf("epoch still %d after the master restarted, want a new one", e)
 	}
-	info2, err := tr.ServerInfo(t.Context())
+	if id2 := runID(t, tr); id2 == id {
+		t.Errorf("run id %q unchanged after a restart", id)
+	}
+}
+
+func runID(t *testing.T, tr *Transport) string {
+	t.Helper()
+	info, err := tr.ServerInfo(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info2.RunID == info.RunID {
-		t.Errorf("run id %q unchanged after a restart", info.RunID)
-	}
+	return info.RunID
 }
 
 // TestMasterDown: New succeeds with nothing listening, and calls fail fast
 // with ErrUnavailable.
 func TestMasterDown(t *testing.T) {
-	tr := newTransport(t, Config{Addr: "127.0.0.1:" + strconv.Itoa(freePort(t))})
+	tr := newTransport(t, Config{Addr: freeAddr(t)})
 	res := []transport.Result{{OK: true}, {OK: true}}
 	err := tr.Do(t.Context(), []transport.Op{acq("k", "v"), rel("k", "v")}, res)
 	if !errors.Is(err, transport.ErrUnavailable) {
@@ -244,55 +243,58 @@ func TestParseServerInfo(t *testing.T) {
 	}
 }
 
-// TestEngine drives the engine over three masters through this transport:
-// a plain lock, a fenced one and a multi-key one.
-func TestEngine(t *testing.T) {
-	ts := make([]transport.Transport, 3)
-	for i := range ts {
-		tr, err := New(Config{Addr: startRedis(t).Addr})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ts[i] = tr
+// newEngine starts an engine over this transport to the masters at addrs,
+// closed when tb ends.
+func newEngine(tb testing.TB, addrs []string) *engine.Engine {
+	tb.Helper()
+	ts := make([]transport.Transport, len(addrs))
+	for i, addr := range addrs {
+		ts[i] = newTransport(tb, Config{Addr: addr, OpTimeout: api.DefaultOptions().MasterTimeout})
 	}
+	// Fresh masters have nothing to forget: no restart quarantine.
 	e, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine())
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer e.Close()
-	ctx := t.Context()
-	lk, err := e.TryLock(ctx, "job")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.TryLock(ctx, "job"); !errors.Is(err, api.ErrNotAcquired) {
-		t.Errorf("second TryLock of a held key = %v, want ErrNotAcquired", err)
-	}
-	if err := lk.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var last int64
-	for range 3 {
-		lk, err := e.TryLock(ctx, "fenced", api.WithFencing(true))
+	tb.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+// TestEngine drives the engine over three masters through this transport:
+// a plain lock, fenced ones and a multi-key one.
+func TestEngine(t *testing.T) {
+	e := newEngine(t, []string{startRedis(t).Addr, startRedis(t).Addr, startRedis(t).Addr})
+	must := func(lk api.Lock, err error) api.Lock {
+		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
+		return lk
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, api.ErrNotAcquired) {
+			t.Errorf("%s = %v, want ErrNotAcquired", what, err)
+		}
+	}
+	ctx := t.Context()
+	lk := must(e.TryLock(ctx, "job"))
+	_, err := e.TryLock(ctx, "job")
+	refused("second TryLock of a held key", err)
+	must(nil, lk.Unlock(ctx))
+
+	var last int64
+	for range 3 {
+		lk := must(e.TryLock(ctx, "fenced", api.WithFencing(true)))
 		if lk.Token() <= last {
 			t.Errorf("fencing token %d after %d, want it to grow", lk.Token(), last)
 		}
 		last = lk.Token()
-		if err := lk.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
+		must(nil, lk.Unlock(ctx))
 	}
-	all, err := e.TryLockAll(ctx, []string{"a", "b"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.TryLock(ctx, "b"); !errors.Is(err, api.ErrNotAcquired) {
-		t.Errorf("TryLock of a key held by TryLockAll = %v, want ErrNotAcquired", err)
-	}
-	if err := all.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+
+	all := must(e.TryLockAll(ctx, []string{"a", "b"}))
+	_, err = e.TryLock(ctx, "b")
+	refused("TryLock of a key held by TryLockAll", err)
+	must(nil, all.Unlock(ctx))
 }
