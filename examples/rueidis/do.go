@@ -52,7 +52,7 @@ func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transp
 		defer b.release()
 		return t.failSent(b, results, fmt.Errorf("rueidis %s: not sent: %w", t.name, err))
 	}
-	if t.connecting.Load() {
+	if t.dialing() {
 		defer b.release()
 		return t.failSent(b, results, t.errDown)
 	}

@@ -95,10 +95,13 @@ type Transport struct {
 	// goroutine of the call that finds none) after the old one broke, which
 	// it does when the master process restarts. See Epoch.
 	epoch atomic.Uint64
-	// connecting is set while a dial may be under way. Calls that find it
-	// set fail at once with ErrUnavailable instead of waiting for the dial
-	// in rueidis, which would not honour their ctx.
-	connecting atomic.Bool
+	// dialStart is when a dial that may still be under way began (unix
+	// ns), 0 when none is. Calls that find one younger than dialTimeout fail
+	// at once with ErrUnavailable instead of waiting in rueidis for its
+	// dial, which would not honour their ctx. (A dial ends within
+	// dialTimeout, so an older mark is stale and ignored.)
+	dialStart   atomic.Int64
+	dialTimeout time.Duration
 	// loaded is the epoch whose connection has loaded every script.
 	loaded atomic.Uint64
 }
@@ -124,7 +127,7 @@ func New(cfg Config) (*Transport, error) {
 	if cfg.OpTimeout == 0 {
 		cfg.OpTimeout = defaultOpTimeout
 	}
-	t := &Transport{name: cfg.Addr, opTimeout: cfg.OpTimeout}
+	t := &Transport{name: cfg.Addr, opTimeout: cfg.OpTimeout, dialTimeout: cfg.DialTimeout}
 	t.errClosed = fmt.Errorf("%w: rueidis %s", transport.ErrClosed, t.name)
 	t.errDown = fmt.Errorf("%w: rueidis %s: connecting", transport.ErrUnavailable, t.name)
 	opt := rueidis.ClientOption{
@@ -180,7 +183,7 @@ func (c *Config) check() error {
 // anything, so the epoch moves before any call can use it.
 func (t *Transport) dial(ctx context.Context, addr string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
 	t.epoch.Add(1)
-	t.connecting.Store(true)
+	t.dialStart.Store(time.Now().UnixNano())
 	var (
 		c   net.Conn
 		err error
@@ -191,18 +194,25 @@ func (t *Transport) dial(ctx context.Context, addr string, d *net.Dialer, tc *tl
 		c, err = d.DialContext(ctx, "tcp", addr)
 	}
 	if err != nil {
-		t.connecting.Store(false)
+		t.dialStart.Store(0)
 	}
 	return c, err
 }
 
-// settle ends the connecting state after a call during which a dial began:
+// settle ends the dialing state after a call during which a dial began:
 // rueidis dials in the goroutine of the call that needs a connection, and
 // by the time that call returns the dial (handshake included) is over.
 func (t *Transport) settle(before uint64) {
 	if t.epoch.Load() != before {
-		t.connecting.Store(false)
+		t.dialStart.Store(0)
 	}
+}
+
+// dialing reports whether a dial began less than dialTimeout ago and may
+// still be under way.
+func (t *Transport) dialing() bool {
+	start := t.dialStart.Load()
+	return start != 0 && time.Since(time.Unix(0, start)) < t.dialTimeout
 }
 
 // Name is the master's address, for error messages.
@@ -232,7 +242,7 @@ func (t *Transport) ServerInfo(ctx context.Context) (transport.ServerInfo, error
 	if t.closed.Load() {
 		return transport.ServerInfo{}, t.errClosed
 	}
-	if t.connecting.Load() {
+	if t.dialing() {
 		return transport.ServerInfo{}, t.errDown
 	}
 	ctx, cancel := t.withDeadline(ctx)
