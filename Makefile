@@ -1,5 +1,6 @@
 # make demo  - the main job on the embedded default, no setup
 # make test  - every test, on a fresh machine: installs what it needs first
+#              (the example plugin's module, examples/rueidis, included)
 GO ?= go
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -25,6 +26,8 @@ vet:
 
 test: deps fmt-check vet
 	$(GO) test -race -count=1 -timeout 10m ./...
+	cd examples/rueidis && GOWORK=off $(GO) mod tidy -diff && GOWORK=off $(GO) vet ./... && \
+		GOWORK=off $(GO) test -race -count=1 -timeout 5m ./...
 
 # make torture - ten minutes of every fault kind (the default --faults list) on five real redis-server
 # masters, with the history checker (SAFETY.md). TORTURE_FLAGS overrides.
