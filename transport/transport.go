@@ -192,6 +192,84 @@ type Epocher interface {
 	Epoch() uint64
 }
 
+// Capabilities is a set of the optional parts of the op set. A transport
+// without any (the minimal one) implements Acquire, Release and Extend on
+// single keys, and nothing else.
+type Capabilities uint32
+
+const (
+	// Fencing: the AcquireFenced and RaiseFence ops and their counters.
+	// The engine needs it on every master for api.WithFencing.
+	Fencing Capabilities = 1 << iota
+	// MultiKey: Acquire, Release and Extend over several keys at once
+	// (Op.Keys with more than one key), atomically. The engine needs it on
+	// every master for LockAll and TryLockAll over more than one key.
+	MultiKey
+)
+
+// Has reports whether c includes every capability in want.
+func (c Capabilities) Has(want Capabilities) bool { return c&want == want }
+
+func (c Capabilities) String() string {
+	var parts []string
+	if c&Fencing != 0 {
+		parts = append(parts, "fencing")
+	}
+	if c&MultiKey != 0 {
+		parts = append(parts, "multi-key")
+	}
+	if rest := c &^ (Fencing | MultiKey); rest != 0 {
+		parts = append(parts, fmt.Sprintf("%#x", uint32(rest)))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "+")
+}
+
+// Capabler is an optional interface: a transport that implements more than
+// the minimal op set says which parts. A transport without it has no
+// capabilities. The answer must not change over the transport's life.
+type Capabler interface {
+	Capabilities() Capabilities
+}
+
+// CapabilitiesOf returns what t declares: t.Capabilities() if t is a
+// Capabler, else none.
+func CapabilitiesOf(t Transport) Capabilities {
+	if c, ok := t.(Capabler); ok {
+		return c.Capabilities()
+	}
+	return 0
+}
+
+// Needs returns the capabilities op needs beyond the minimal op set.
+func Needs(op *Op) Capabilities {
+	var c Capabilities
+	if op.Kind == AcquireFenced || op.Kind == RaiseFence {
+		c |= Fencing
+	}
+	if len(op.Keys) > 1 {
+		c |= MultiKey
+	}
+	return c
+}
+
+// CheckFor is Check for a transport whose capabilities are have: it reports
+// why op is malformed (ErrInvalidOp), or else, when op needs a capability
+// that have lacks, an error wrapping errors.ErrUnsupported; nil when the
+// transport can apply op. A minimal transport calls it on every op and
+// answers the error as the op's Result.Err, without sending the op.
+func CheckFor(op *Op, have Capabilities) error {
+	if err := Check(op); err != nil {
+		return err
+	}
+	if missing := Needs(op) &^ have; missing != 0 {
+		return fmt.Errorf("%s: needs %s: %w", op.Kind, missing, errors.ErrUnsupported)
+	}
+	return nil
+}
+
 // Pinger is an optional interface: a transport that can check that the
 // master answers, and how fast.
 type Pinger interface {

@@ -142,6 +142,7 @@ var (
 	_ transport.Epocher      = (*Transport)(nil)
 	_ transport.Namer        = (*Transport)(nil)
 	_ transport.Pinger       = (*Transport)(nil)
+	_ transport.Capabler     = (*Transport)(nil)
 )
 
 // Wrap returns t with the faults of cfg. The wrapper owns t: Close closes
@@ -574,6 +575,13 @@ func (t *Transport) Epoch() uint64 {
 	return 0
 }
 
+// Capabilities are the wrapped transport's: the wrapper adds no op and
+// takes none away, so answering none for a wrapped minimal transport is the
+// same as not implementing transport.Capabler, and View need not hide it.
+func (t *Transport) Capabilities() transport.Capabilities {
+	return transport.CapabilitiesOf(t.inner)
+}
+
 // Name delegates to the wrapped transport's; without one it is "faulty".
 func (t *Transport) Name() string {
 	if n, ok := t.inner.(transport.Namer); ok {
@@ -708,6 +716,10 @@ func (b base) Do(ctx context.Context, ops []transport.Op, results []transport.Re
 	return b.t.Do(ctx, ops, results)
 }
 func (b base) Close() error { return b.t.Close() }
+
+// Capabilities is on every view: it answers none for a wrapped transport
+// that declares none, which is what lacking the method means.
+func (b base) Capabilities() transport.Capabilities { return b.t.Capabilities() }
 func (i info) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
 	return i.ti.ServerInfo(ctx)
 }

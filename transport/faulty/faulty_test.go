@@ -293,7 +293,14 @@ func TestOptionalInterfaces(t *testing.T) {
 	if err != nil || info.RunID == "" {
 		t.Fatalf("ServerInfo: %+v %v", info, err)
 	}
+	full := transport.Fencing | transport.MultiKey
+	if got := w.Capabilities(); got != full {
+		t.Errorf("Capabilities of a wrapped memory transport = %v, want %v", got, full)
+	}
 	v := w.View()
+	if got := transport.CapabilitiesOf(v); got != full {
+		t.Errorf("Capabilities of the View of a memory transport = %v, want %v", got, full)
+	}
 	for name, ok := range map[string]bool{
 		"InfoReporter": is[transport.InfoReporter](v), "Epocher": is[transport.Epocher](v),
 		"Namer": is[transport.Namer](v), "Pinger": is[transport.Pinger](v),
@@ -310,6 +317,9 @@ func TestOptionalInterfaces(t *testing.T) {
 	bv := bare.View()
 	if is[transport.InfoReporter](bv) || is[transport.Epocher](bv) || is[transport.Namer](bv) || is[transport.Pinger](bv) {
 		t.Error("View of a bare transport has optional interfaces")
+	}
+	if got := transport.CapabilitiesOf(bv); got != 0 {
+		t.Errorf("Capabilities of the View of a bare transport = %v, want none", got)
 	}
 	if _, err := bare.ServerInfo(context.Background()); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("ServerInfo of a bare transport: %v", err)

@@ -427,7 +427,13 @@ var (
 	_ transport.Pinger       = (*client)(nil)
 	_ transport.Namer        = (*client)(nil)
 	_ transport.Epocher      = (*client)(nil)
+	_ transport.Capabler     = (*client)(nil)
 )
+
+// Capabilities: a memory master implements the whole op set.
+func (c *client) Capabilities() transport.Capabilities {
+	return transport.Fencing | transport.MultiKey
+}
 
 // Do applies ops in order. The master answers synchronously, so ctx is only
 // checked once, up front: once an op has started it finishes within

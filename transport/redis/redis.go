@@ -162,7 +162,13 @@ var (
 	_ transport.Pinger       = (*Transport)(nil)
 	_ transport.Namer        = (*Transport)(nil)
 	_ transport.Epocher      = (*Transport)(nil)
+	_ transport.Capabler     = (*Transport)(nil)
 )
+
+// Capabilities: the Redis transport implements the whole op set.
+func (t *Transport) Capabilities() transport.Capabilities {
+	return transport.Fencing | transport.MultiKey
+}
 
 // errConnClosed is the reason recorded when radix closes a connection on its
 // own (it does after a read error or a reply cut in half).
