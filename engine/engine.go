@@ -102,7 +102,7 @@ func New(masters []string, opts ...api.Option) (*Engine, error) {
 // NewWithTransports starts an engine over the given transports, one per
 // master. The engine owns them from here on and closes them on Close (also
 // when NewWithTransports fails). Like New, it refuses transports that reach
-// one server (equal run ids from transport.InfoReporter), asking them for at
+// one server (equal run ids from transport.ServerReporter), asking them for at
 // most the master timeout (at least a second).
 func NewWithTransports(ts []transport.Transport, opts ...api.Option) (*Engine, error) {
 	o, err := options(opts)
@@ -249,7 +249,7 @@ func distinctServers(ts []transport.Transport, names []string, timeout time.Dura
 	answers := make(chan answer, len(ts)) // buffered: a late answer never blocks
 	asked := 0
 	for i, t := range ts {
-		r, ok := t.(transport.InfoReporter)
+		r, ok := t.(transport.ServerReporter)
 		if !ok {
 			continue
 		}

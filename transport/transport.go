@@ -3,10 +3,28 @@
 // batches, so a transport can pipeline: everything a node actor has queued
 // goes to the master in one write, and the replies come back in one read.
 //
-// The required interface is deliberately small (Do and Close). Anything more a
-// transport can offer (health checks, server info) is an optional interface
-// that the engine discovers by type assertion, in the way database/sql/driver
-// does it.
+// The required interface is deliberately small (Do and Close), and so is
+// the required op set: Acquire, Release and Extend on single keys. Anything
+// more a transport can offer is an optional interface that the engine
+// discovers by type assertion, in the way database/sql/driver does it:
+//
+//   - Capabler: the optional ops it implements (Fencing: AcquireFenced and
+//     RaiseFence; MultiKey: ops over several keys). Without it, none; the
+//     engine then refuses the features that need them (WithFencing,
+//     LockAll over several keys) with api.ErrInvalidArgument instead of
+//     sending ops the master cannot apply.
+//   - ServerReporter: the run id and uptime of the master process, and an
+//     epoch that changes with the connection. Without it the master is not
+//     quarantined after a restart.
+//   - Namer: a name for error messages.
+//
+// A wrapper (a fault injector, a metrics layer) that embeds a Transport
+// hides these unless it forwards them.
+//
+// A transport written in an afternoon implements Do and Close for the three
+// required ops, answers every other op with transport.CheckFor's error
+// (wrapping errors.ErrUnsupported), and runs the required part of
+// transport/transporttest.
 //
 // # Contract
 //
@@ -42,6 +60,12 @@
 //   - Do must not use ctx after it returns, unless ctx was done by then:
 //     the engine reuses a batch's context, one that never ended, for a later
 //     batch. (Work that Do abandons because ctx ended may keep it.)
+//   - An op that needs a capability the transport does not declare
+//     (AcquireFenced and RaiseFence without Fencing, Keys of two or more
+//     without MultiKey) is not applied and answers OK=false with an Err
+//     wrapping errors.ErrUnsupported; the batch's other ops go on. A
+//     malformed op answers ErrInvalidOp, whatever its kind (CheckFor does
+//     both). The engine never sends such ops; this keeps a mistake loud.
 //   - Fencing counters (AcquireFenced, RaiseFence) never go down, never
 //     expire, and change only as those two ops say: AcquireFenced adds one
 //     and takes ownership, RaiseFence confirms a token only above every
@@ -168,27 +192,29 @@ type ServerInfo struct {
 	Uptime time.Duration
 }
 
-// InfoReporter is an optional interface: a transport that can report the
-// master's run id and uptime. The engine needs it to keep a restarted master
-// out of the quorum; a transport without it is assumed to never restart
-// without its data.
-type InfoReporter interface {
-	ServerInfo(ctx context.Context) (ServerInfo, error)
-}
-
-// Epocher is an optional interface for a transport that reconnects: Epoch
-// changes every time the transport starts talking to the master over a new
-// connection (and so, maybe, to a master process that restarted and lost its
-// keys). The engine reads it around every batch and does not count votes
-// from an epoch whose ServerInfo it has not checked. A transport with
-// InfoReporter but without Epocher leaves a window, up to the engine's info
-// interval, in which a restarted master can vote.
+// ServerReporter is an optional interface: a transport that can say which
+// master process it talks to. The engine needs it to keep a restarted master
+// out of the quorum (the restart quarantine); a transport without it is
+// assumed to never restart without its data, and the engine logs a warning
+// for it. Its two methods only work together, so they are one interface.
+//
+// ServerInfo reports the master's run id and uptime.
+//
+// Epoch changes every time the transport starts talking to the master over
+// a new connection (and so, maybe, to a master process that restarted and
+// lost its keys). The engine reads it around every batch and does not count
+// votes from an epoch whose ServerInfo it has not checked. The epoch is per
+// Transport value; its starting value is arbitrary (0 before a first
+// connection is fine). A transport with no connection of its own (an
+// in-process master) changes it when the master restarts.
 //
 // The guarantee the engine relies on: ServerInfo called after Epoch
 // returned E describes the master process behind E or a later one, never an
-// earlier one. The epoch is per Transport value; its starting value is
-// arbitrary (0 before a first connection is fine).
-type Epocher interface {
+// earlier one. So an info read during which the epoch moved vouches for no
+// epoch (it may describe the process behind the later one), and the engine
+// reads again.
+type ServerReporter interface {
+	ServerInfo(ctx context.Context) (ServerInfo, error)
 	Epoch() uint64
 }
 
@@ -268,12 +294,6 @@ func CheckFor(op *Op, have Capabilities) error {
 		return fmt.Errorf("%s: needs %s: %w", op.Kind, missing, errors.ErrUnsupported)
 	}
 	return nil
-}
-
-// Pinger is an optional interface: a transport that can check that the
-// master answers, and how fast.
-type Pinger interface {
-	Ping(ctx context.Context) error
 }
 
 // Namer is an optional interface: a transport that can name its master for

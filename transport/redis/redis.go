@@ -157,12 +157,10 @@ func sha1Hex(s string) string {
 }
 
 var (
-	_ transport.Transport    = (*Transport)(nil)
-	_ transport.InfoReporter = (*Transport)(nil)
-	_ transport.Pinger       = (*Transport)(nil)
-	_ transport.Namer        = (*Transport)(nil)
-	_ transport.Epocher      = (*Transport)(nil)
-	_ transport.Capabler     = (*Transport)(nil)
+	_ transport.Transport      = (*Transport)(nil)
+	_ transport.ServerReporter = (*Transport)(nil)
+	_ transport.Namer          = (*Transport)(nil)
+	_ transport.Capabler       = (*Transport)(nil)
 )
 
 // Capabilities: the Redis transport implements the whole op set.
@@ -621,7 +619,10 @@ func (t *Transport) exec(ctx context.Context, a radix.Action) error {
 	return nil
 }
 
-// Ping checks that the master answers.
+// Ping checks that the master answers. The engine never pings (every batch
+// and every ServerInfo read already tells whether the master answers), so
+// this is no transport interface; redlock status uses it to time a round
+// trip.
 func (t *Transport) Ping(ctx context.Context) error {
 	var pong string
 	if err := t.exec(ctx, radix.Cmd(&pong, "PING")); err != nil {

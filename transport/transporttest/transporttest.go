@@ -826,12 +826,17 @@ func testOptional(t *testing.T, s *suite) {
 			t.Errorf("Capabilities() = %v declares bits this version does not define (%#x)", s.caps, uint32(unknown))
 		}
 	})
-	t.Run("InfoReporter", func(t *testing.T) {
-		ir, ok := c.(transport.InfoReporter)
+	t.Run("ServerReporter", func(t *testing.T) {
+		sr, ok := c.(transport.ServerReporter)
 		if !ok {
-			t.Skip("client does not implement transport.InfoReporter")
+			t.Skip("client does not implement transport.ServerReporter: the engine cannot quarantine its master after a restart")
 		}
-		info, err := ir.ServerInfo(t.Context())
+		sr2, ok := other.(transport.ServerReporter)
+		if !ok {
+			t.Fatal("one client implements transport.ServerReporter, another does not")
+		}
+		e, e2 := sr.Epoch(), sr2.Epoch()
+		info, err := sr.ServerInfo(t.Context())
 		if err != nil {
 			t.Fatalf("ServerInfo: %v", err)
 		}
@@ -840,58 +845,27 @@ func testOptional(t *testing.T, s *suite) {
 		}
 		// The engine tells a restart by a changed run id, so two clients of
 		// one running master must agree on it.
-		ir2, ok := other.(transport.InfoReporter)
-		if !ok {
-			t.Fatal("one client implements transport.InfoReporter, another does not")
-		}
-		info2, err := ir2.ServerInfo(t.Context())
+		info2, err := sr2.ServerInfo(t.Context())
 		if err != nil {
 			t.Fatalf("ServerInfo on a second client: %v", err)
 		}
 		if info2.RunID != info.RunID {
 			t.Errorf("two clients of one master report run ids %q and %q, want the same", info.RunID, info2.RunID)
 		}
-	})
-	t.Run("Epocher", func(t *testing.T) {
-		ep, ok := c.(transport.Epocher)
-		if !ok {
-			t.Skip("client does not implement transport.Epocher")
-		}
-		ep2, ok := other.(transport.Epocher)
-		if !ok {
-			t.Fatal("one client implements transport.Epocher, another does not")
-		}
 		// Restarts are for each transport's own tests to provoke; here the
 		// master keeps running, so the epoch must not move, whatever the
 		// clients do.
-		e, e2 := ep.Epoch(), ep2.Epoch()
 		k := keyspace(t)("k")
 		for i := range 5 {
 			expect(t, c, step{acq(k, "v", hold), true}, step{ext(k, "v", hold), true})
 			expect(t, other, step{acq(k, "w", hold), false}, step{rel(k, "v"), true})
-			if ir, ok := c.(transport.InfoReporter); ok {
-				if _, err := ir.ServerInfo(t.Context()); err != nil {
-					t.Fatalf("ServerInfo: %v", err)
-				}
+			if _, err := sr.ServerInfo(t.Context()); err != nil {
+				t.Fatalf("ServerInfo: %v", err)
 			}
-			if p, ok := c.(transport.Pinger); ok {
-				if err := p.Ping(t.Context()); err != nil {
-					t.Fatalf("Ping: %v", err)
-				}
-			}
-			if got, got2 := ep.Epoch(), ep2.Epoch(); got != e || got2 != e2 {
+			if got, got2 := sr.Epoch(), sr2.Epoch(); got != e || got2 != e2 {
 				t.Fatalf("round %d: epochs went from %d and %d to %d and %d on a master that did not restart, want them unchanged",
 					i, e, e2, got, got2)
 			}
-		}
-	})
-	t.Run("Pinger", func(t *testing.T) {
-		p, ok := c.(transport.Pinger)
-		if !ok {
-			t.Skip("client does not implement transport.Pinger")
-		}
-		if err := p.Ping(t.Context()); err != nil {
-			t.Errorf("Ping = %v, want nil", err)
 		}
 	})
 	t.Run("Namer", func(t *testing.T) {

@@ -274,7 +274,7 @@ var mutants = []struct {
 // wantSkip names, per sound transport, the subtests the suite must skip.
 var wantSkip = map[string][]string{
 	"sound":                {"unsupported"},
-	"minimal":              {"fenced", "fence_overlap", "multi", "optional/InfoReporter", "optional/Epocher", "optional/Namer"},
+	"minimal":              {"fenced", "fence_overlap", "multi", "optional/ServerReporter", "optional/Namer"},
 	"minimal with fencing": {"multi"},
 }
 
@@ -510,12 +510,18 @@ func (r runIDPerClient) ServerInfo(context.Context) (transport.ServerInfo, error
 	return transport.ServerInfo{RunID: r.id}, nil
 }
 
-// epochPerCall is an Epocher whose epoch moves on every read.
+func (r runIDPerClient) Epoch() uint64 { return r.Transport.(transport.ServerReporter).Epoch() }
+
+// epochPerCall is a ServerReporter whose epoch moves on every read.
 type epochPerCall struct{ transport.Transport }
 
 var epochs atomic.Uint64
 
 func (epochPerCall) Epoch() uint64 { return epochs.Add(1) }
+
+func (e epochPerCall) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
+	return e.Transport.(transport.ServerReporter).ServerInfo(ctx)
+}
 
 func (e epochPerCall) Capabilities() transport.Capabilities {
 	return transport.CapabilitiesOf(e.Transport)
