@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -186,4 +187,36 @@ func (s *slowExtends) Capabilities() transport.Capabilities {
 
 func (s *scripted) Capabilities() transport.Capabilities {
 	return transport.CapabilitiesOf(s.Transport)
+}
+
+// TestMinimalTransportsAreNotQuarantined: a master whose transport is no
+// transport.ServerReporter cannot be quarantined, and the engine says so,
+// once per such master, naming it.
+func TestMinimalTransportsAreNotQuarantined(t *testing.T) {
+	ts, _ := mixed()
+	logs := &logRecords{}
+	e, err := engine.NewWithTransports(ts, api.WithLogger(slog.New(logs)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = e.Close()
+	if n := logs.count(slog.LevelWarn, "not quarantined after a restart"); n != 2 {
+		t.Fatalf("%d warnings about masters that cannot be quarantined, want 2 (master 2 and small)", n)
+	}
+	var named []string
+	logs.mu.Lock()
+	for _, r := range logs.recs {
+		if r.Level == slog.LevelWarn && strings.Contains(r.Message, "not quarantined after a restart") {
+			r.Attrs(func(a slog.Attr) bool {
+				if a.Key == "master" {
+					named = append(named, a.Value.String())
+				}
+				return true
+			})
+		}
+	}
+	logs.mu.Unlock()
+	if strings.Join(named, ",") != "master 2,small" {
+		t.Errorf("the warnings name masters %q, want master 2 and small", named)
+	}
 }
