@@ -104,6 +104,13 @@ func New(masters []string, opts ...api.Option) (*Engine, error) {
 // when NewWithTransports fails). Like New, it refuses transports that reach
 // one server (equal run ids from transport.ServerReporter), asking them for at
 // most the master timeout (at least a second).
+//
+// A transport needs only Acquire, Release and Extend on single keys. The
+// features that need more (WithFencing, LockAll and TryLockAll over several
+// keys) need every master's transport to declare it (transport.Capabler):
+// otherwise NewWithTransports refuses an engine-wide WithFencing, and the
+// calls refuse a per-lock one and a multi-key lock, with ErrInvalidArgument
+// naming the masters that lack it.
 func NewWithTransports(ts []transport.Transport, opts ...api.Option) (*Engine, error) {
 	o, err := options(opts)
 	if err == nil {
