@@ -422,16 +422,11 @@ type client struct {
 }
 
 var (
-	_ transport.Transport      = (*client)(nil)
+	// (Master.Transport's return type checks transport.Transport.)
 	_ transport.ServerReporter = (*client)(nil)
 	_ transport.Namer          = (*client)(nil)
 	_ transport.Capabler       = (*client)(nil)
 )
-
-// Capabilities: a memory master implements the whole op set.
-func (c *client) Capabilities() transport.Capabilities {
-	return transport.Fencing | transport.MultiKey
-}
 
 // Do applies ops in order. The master answers synchronously, so ctx is only
 // checked once, up front: once an op has started it finishes within
@@ -485,6 +480,11 @@ func (c *client) Epoch() uint64 { return c.m.life.Load().epoch }
 
 // Name returns the master's name.
 func (c *client) Name() string { return c.m.name }
+
+// Capabilities: a memory master has every optional op (fencing, multi-key).
+func (c *client) Capabilities() transport.Capabilities {
+	return transport.Fencing | transport.MultiKey
+}
 
 func (c *client) usable(ctx context.Context) error {
 	if c.closed.Load() {

@@ -163,11 +163,6 @@ var (
 	_ transport.Capabler       = (*Transport)(nil)
 )
 
-// Capabilities: the Redis transport implements the whole op set.
-func (t *Transport) Capabilities() transport.Capabilities {
-	return transport.Fencing | transport.MultiKey
-}
-
 // errConnClosed is the reason recorded when radix closes a connection on its
 // own (it does after a read error or a reply cut in half).
 var errConnClosed = errors.New("connection closed")
@@ -427,6 +422,12 @@ func (t *Transport) install(cs *connState) bool {
 // reconnects upstream defeats this, as it defeats any client-side
 // detection.)
 func (t *Transport) Epoch() uint64 { return t.epoch.Load() }
+
+// Capabilities: the Redis transport implements every op, with scripts for
+// the fencing counters and the multi-key forms.
+func (t *Transport) Capabilities() transport.Capabilities {
+	return transport.Fencing | transport.MultiKey
+}
 
 // broken retires cs after a connection-level failure: later calls fail fast
 // and the loop closes it and reconnects. Only the first call for a cs counts.
