@@ -93,18 +93,19 @@ const (
 	// Extend is the compare-and-pexpire script: set a new ttl on key if it
 	// holds value. A missing key is never re-created.
 	Extend
-	// AcquireFenced is Acquire that, when the key was set, also increments
-	// the key's fencing counter and makes Value its owner, in the same
-	// atomic step, and returns the new count in Result.Token. If the
-	// increment fails after the SET (a corrupt counter), the op reports an
-	// Err: the key may have been set, as with any failed op.
+	// AcquireFenced (capability Fencing) is Acquire that, when the key
+	// was set, also increments the key's fencing counter and makes Value
+	// its owner, in the same atomic step, and returns the new count in
+	// Result.Token. If the increment fails after the SET (a corrupt
+	// counter), the op reports an Err: the key may have been set, as with
+	// any failed op.
 	//
 	// A key's fencing counter is a count and an owner (a lock value), kept
 	// under FenceKey(Key) with no expiry; on Redis it is a hash with fields
 	// "n" and "o".
 	AcquireFenced
-	// RaiseFence is the fencing write-back of the lock whose value is Value
-	// and whose token is Token. It succeeds (OK) when the counter is below
+	// RaiseFence (capability Fencing) is the fencing write-back of the
+	// lock whose value is Value and whose token is Token. It succeeds (OK) when the counter is below
 	// Token, and then sets the count to Token and the owner to Value; or
 	// when the count is Token and the owner Value already, and then changes
 	// nothing. Otherwise (a count above Token, or equal to it but owned by
@@ -146,11 +147,12 @@ func (k OpKind) String() string {
 // PX): rounding it either way would make the master's expiry differ from the
 // one the engine computes validity with, so Check rejects anything else.
 //
-// Multi-key: when Keys is non-empty, an Acquire, Release or Extend covers
-// every key in Keys at once and atomically (one script on Redis), and Key is
-// the first of them. Acquire sets all keys only if none exists; Release
-// deletes each key that holds Value and is OK if it deleted every one; Extend
-// extends only if every key holds Value. Fenced ops are single-key.
+// Multi-key (capability MultiKey when Keys has two or more): when Keys is
+// non-empty, an Acquire, Release or Extend covers every key in Keys at once
+// and atomically (one script on Redis), and Key is the first of them.
+// Acquire sets all keys only if none exists; Release deletes each key that
+// holds Value and is OK if it deleted every one; Extend extends only if
+// every key holds Value. Fenced ops are single-key.
 type Op struct {
 	Kind  OpKind
 	Key   string
