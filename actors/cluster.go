@@ -75,11 +75,10 @@ func Start(cfg Config) (*Cluster, error) {
 	for i, t := range cfg.Transports {
 		nd := &node{index: i, t: t, timeout: cfg.MasterTimeout, maxBatch: cfg.MaxBatch, maxInFlight: cfg.MaxInFlight, coords: coords, wg: &c.io}
 		if cfg.QuarantinePeriod > 0 {
-			if info, ok := t.(transport.InfoReporter); ok {
-				ep, _ := t.(transport.Epocher)
-				nd.q = &quarantine{period: cfg.QuarantinePeriod, interval: cfg.CheckInterval, info: info, epocher: ep, name: cfg.Names[i], index: i, twins: tw, logger: logger}
+			if sr, ok := t.(transport.ServerReporter); ok {
+				nd.q = &quarantine{period: cfg.QuarantinePeriod, interval: cfg.CheckInterval, server: sr, name: cfg.Names[i], index: i, twins: tw, logger: logger}
 			} else {
-				logger.Warn("redlock: master cannot report its run id and uptime, so it is not quarantined after a restart; it must keep its data across restarts", "master", cfg.Names[i])
+				logger.Warn("redlock: master's transport is no transport.ServerReporter (it cannot report its run id, uptime and connection epoch), so it is not quarantined after a restart; it must keep its data across restarts", "master", cfg.Names[i])
 			}
 		}
 		// A node's Receive never blocks (I/O is on its workers), so it can

@@ -29,12 +29,12 @@ import (
 // (its connection) changes, and every interval. Grants are counted only
 // from a batch served entirely within the epoch that was checked, by a
 // master past its period; any other grant becomes an ErrQuarantined failure.
-// A nil *quarantine (off, or a transport that cannot report) vets nothing.
+// A nil *quarantine (off, or a transport that is no ServerReporter) vets
+// nothing.
 type quarantine struct {
 	period   time.Duration
 	interval time.Duration
-	info     transport.InfoReporter
-	epocher  transport.Epocher // nil: only the periodic check sees restarts
+	server   transport.ServerReporter
 	name     string
 	index    int
 	twins    *twins
@@ -59,10 +59,10 @@ type infoResult struct {
 }
 
 func (q *quarantine) epoch() uint64 {
-	if q == nil || q.epocher == nil {
+	if q == nil {
 		return 0
 	}
-	return q.epocher.Epoch()
+	return q.server.Epoch()
 }
 
 func (q *quarantine) start(n *node, ctx actor.Context) {
@@ -92,7 +92,7 @@ func (q *quarantine) check(n *node) {
 		// master or a later one, never an earlier one.
 		r := &infoResult{epoch: q.epoch()}
 		ctx, cancel := context.WithTimeout(context.Background(), max(n.timeout, time.Second))
-		r.info, r.err = q.info.ServerInfo(ctx)
+		r.info, r.err = q.server.ServerInfo(ctx)
 		cancel()
 		r.at = time.Now()
 		n.root.Send(n.self, r)

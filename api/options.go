@@ -70,7 +70,7 @@ type Options struct {
 // use after it started. The engine reads each master's run id and uptime on
 // every reconnect and every CheckInterval; a master up for less than Period
 // answers ErrQuarantined instead of voting. A transport without
-// transport.InfoReporter cannot be quarantined: it is trusted to keep its
+// transport.ServerReporter cannot be quarantined: it is trusted to keep its
 // data across restarts (Redis with appendfsync always, say).
 type Quarantine struct {
 	// Off disables the quarantine: only for masters that never lose data on

@@ -33,6 +33,10 @@ type Engine struct {
 	cluster    *actors.Cluster
 	transports []transport.Transport
 	names      []string
+	// lacking[c] names the masters whose transports do not declare
+	// capability c (nil: every master has it). Checked before any op that
+	// needs c is sent, so such a master never sees one.
+	lacking map[transport.Capabilities][]string
 
 	closeOnce sync.Once
 	closeErr  error
@@ -98,8 +102,15 @@ func New(masters []string, opts ...api.Option) (*Engine, error) {
 // NewWithTransports starts an engine over the given transports, one per
 // master. The engine owns them from here on and closes them on Close (also
 // when NewWithTransports fails). Like New, it refuses transports that reach
-// one server (equal run ids from transport.InfoReporter), asking them for at
+// one server (equal run ids from transport.ServerReporter), asking them for at
 // most the master timeout (at least a second).
+//
+// A transport needs only Acquire, Release and Extend on single keys. The
+// features that need more (WithFencing, LockAll and TryLockAll over several
+// keys) need every master's transport to declare it (transport.Capabler):
+// otherwise NewWithTransports refuses an engine-wide WithFencing, and the
+// calls refuse a per-lock one and a multi-key lock, with ErrInvalidArgument
+// naming the masters that lack it.
 func NewWithTransports(ts []transport.Transport, opts ...api.Option) (*Engine, error) {
 	o, err := options(opts)
 	if err == nil {
@@ -169,6 +180,20 @@ func start(ts []transport.Transport, o api.Options) (*Engine, error) {
 			names[i] = nm.Name()
 		}
 	}
+	lacking := make(map[transport.Capabilities][]string)
+	for i, t := range ts {
+		have := transport.CapabilitiesOf(t)
+		for _, c := range []transport.Capabilities{transport.Fencing, transport.MultiKey} {
+			if !have.Has(c) {
+				lacking[c] = append(lacking[c], names[i])
+			}
+		}
+	}
+	if o.Fencing {
+		if err := refuse(lacking, transport.Fencing); err != nil {
+			return nil, newErr(err)
+		}
+	}
 	if err := distinctServers(ts, names, max(o.MasterTimeout, time.Second)); err != nil {
 		return nil, newErr(err)
 	}
@@ -188,7 +213,31 @@ func start(ts []transport.Transport, o api.Options) (*Engine, error) {
 	if err != nil {
 		return nil, newErr(err)
 	}
-	return &Engine{opts: o, cluster: cl, transports: ts, names: names, live: make(map[*lock]struct{})}, nil
+	return &Engine{opts: o, cluster: cl, transports: ts, names: names, lacking: lacking, live: make(map[*lock]struct{})}, nil
+}
+
+// refuse says why a feature that needs capability c cannot be used over
+// masters of which lacking[c] lack it, or returns nil when none does. The
+// engine refuses such a feature up front rather than send ops that a
+// master would answer with errors.ErrUnsupported.
+func refuse(lacking map[transport.Capabilities][]string, c transport.Capabilities) error {
+	ms := lacking[c]
+	if len(ms) == 0 {
+		return nil
+	}
+	what, fix := "fencing tokens (WithFencing) need", "leave fencing off"
+	if c == transport.MultiKey {
+		what, fix = "a lock on several keys (LockAll, TryLockAll) needs", "lock the keys one by one, always in the same order"
+	}
+	return fmt.Errorf("%w: %s the %s ops on every master, but these masters' transports do not declare transport.%s (see transport.Capabler): %s; %s, or give every master a transport that implements them",
+		api.ErrInvalidArgument, what, c, capName(c), strings.Join(ms, ", "), fix)
+}
+
+func capName(c transport.Capabilities) string {
+	if c == transport.MultiKey {
+		return "MultiKey"
+	}
+	return "Fencing"
 }
 
 // distinctServers refuses masters that are one server process: two names
@@ -207,7 +256,7 @@ func distinctServers(ts []transport.Transport, names []string, timeout time.Dura
 	answers := make(chan answer, len(ts)) // buffered: a late answer never blocks
 	asked := 0
 	for i, t := range ts {
-		r, ok := t.(transport.InfoReporter)
+		r, ok := t.(transport.ServerReporter)
 		if !ok {
 			continue
 		}
@@ -342,6 +391,11 @@ func (e *Engine) acquireAll(ctx context.Context, op string, keys []string, opts 
 	if err := api.CheckKeys(keys); err != nil {
 		return nil, &api.Error{Op: op, Err: err}
 	}
+	if len(keys) > 1 {
+		if err := refuse(e.lacking, transport.MultiKey); err != nil {
+			return nil, &api.Error{Op: op, Key: keys[0], Err: err}
+		}
+	}
 	if len(keys) == 1 {
 		return e.acquire(ctx, op, keys[0], nil, opts, once)
 	}
@@ -355,6 +409,9 @@ func (e *Engine) acquire(ctx context.Context, op, key string, keys []string, opt
 	o, err := e.lockOptions(opts)
 	if err == nil && o.Fencing && keys != nil {
 		err = fmt.Errorf("%w: fencing tokens are per key: take a fenced lock on one key, or leave fencing off for a multi-key lock", api.ErrInvalidArgument)
+	}
+	if err == nil && o.Fencing && e.lacking[transport.Fencing] != nil {
+		err = refuse(e.lacking, transport.Fencing)
 	}
 	if err != nil {
 		return nil, &api.Error{Op: op, Key: key, Err: err}

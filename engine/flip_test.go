@@ -90,7 +90,7 @@ func (f *flipper) ServerInfo(ctx context.Context) (transport.ServerInfo, error) 
 	if t == nil {
 		return transport.ServerInfo{}, errDown
 	}
-	si, err := t.(transport.InfoReporter).ServerInfo(ctx)
+	si, err := t.(transport.ServerReporter).ServerInfo(ctx)
 	si.Uptime += f.age
 	return si, err
 }
@@ -102,7 +102,7 @@ func (f *flipper) Epoch() uint64 {
 	if f.cur < 0 {
 		return f.gen << 32
 	}
-	return f.gen<<32 | f.ts[f.cur].(transport.Epocher).Epoch()
+	return f.gen<<32 | f.ts[f.cur].(transport.ServerReporter).Epoch()
 }
 
 func (f *flipper) Name() string { return f.name }

@@ -133,7 +133,7 @@ func TestNewWithTransportsRefusesOneMemoryMasterTwice(t *testing.T) {
 		_ = e.Close()
 		t.Fatal("NewWithTransports accepted one memory master behind two names")
 	}
-	si, _ := m.Transport().(transport.InfoReporter).ServerInfo(context.Background())
+	si, _ := m.Transport().(transport.ServerReporter).ServerInfo(context.Background())
 	checkNewTwins(t, err, 1, 3, "x", "z", si.RunID)
 }
 
@@ -155,7 +155,7 @@ func TestTwinsFoundAtRunTimeDoNotVote(t *testing.T) {
 	hold(t, "k", time.Hour, m2)
 
 	y.to(0) // y comes up, and reaches x's server
-	si, _ := m0.Transport().(transport.InfoReporter).ServerInfo(ctx)
+	si, _ := m0.Transport().(transport.ServerReporter).ServerInfo(ctx)
 	// Until y's node has read its server, x votes (and y's answers wait for
 	// that read): one server, one vote. z refuses k, so no TryLock of k is
 	// ever granted. Once y has read it, x's answers are the configuration

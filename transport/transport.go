@@ -3,10 +3,28 @@
 // batches, so a transport can pipeline: everything a node actor has queued
 // goes to the master in one write, and the replies come back in one read.
 //
-// The required interface is deliberately small (Do and Close). Anything more a
-// transport can offer (health checks, server info) is an optional interface
-// that the engine discovers by type assertion, in the way database/sql/driver
-// does it.
+// The required interface is deliberately small (Do and Close), and so is
+// the required op set: Acquire, Release and Extend on single keys. Anything
+// more a transport can offer is an optional interface that the engine
+// discovers by type assertion, in the way database/sql/driver does it:
+//
+//   - Capabler: the optional ops it implements (Fencing: AcquireFenced and
+//     RaiseFence; MultiKey: ops over several keys). Without it, none; the
+//     engine then refuses the features that need them (WithFencing,
+//     LockAll over several keys) with api.ErrInvalidArgument instead of
+//     sending ops the master cannot apply.
+//   - ServerReporter: the run id and uptime of the master process, and an
+//     epoch that changes with the connection. Without it the master is not
+//     quarantined after a restart.
+//   - Namer: a name for error messages.
+//
+// A wrapper (a fault injector, a metrics layer) that embeds a Transport
+// hides these unless it forwards them.
+//
+// A transport written in an afternoon implements Do and Close for the three
+// required ops, answers every other op with transport.CheckFor's error
+// (wrapping errors.ErrUnsupported), and runs the required part of
+// transport/transporttest.
 //
 // # Contract
 //
@@ -42,6 +60,12 @@
 //   - Do must not use ctx after it returns, unless ctx was done by then:
 //     the engine reuses a batch's context, one that never ended, for a later
 //     batch. (Work that Do abandons because ctx ended may keep it.)
+//   - An op that needs a capability the transport does not declare
+//     (AcquireFenced and RaiseFence without Fencing, Keys of two or more
+//     without MultiKey) is not applied and answers OK=false with an Err
+//     wrapping errors.ErrUnsupported; the batch's other ops go on. A
+//     malformed op answers ErrInvalidOp, whatever its kind (CheckFor does
+//     both). The engine never sends such ops; this keeps a mistake loud.
 //   - Fencing counters (AcquireFenced, RaiseFence) never go down, never
 //     expire, and change only as those two ops say: AcquireFenced adds one
 //     and takes ownership, RaiseFence confirms a token only above every
@@ -69,18 +93,19 @@ const (
 	// Extend is the compare-and-pexpire script: set a new ttl on key if it
 	// holds value. A missing key is never re-created.
 	Extend
-	// AcquireFenced is Acquire that, when the key was set, also increments
-	// the key's fencing counter and makes Value its owner, in the same
-	// atomic step, and returns the new count in Result.Token. If the
-	// increment fails after the SET (a corrupt counter), the op reports an
-	// Err: the key may have been set, as with any failed op.
+	// AcquireFenced (capability Fencing) is Acquire that, when the key
+	// was set, also increments the key's fencing counter and makes Value
+	// its owner, in the same atomic step, and returns the new count in
+	// Result.Token. If the increment fails after the SET (a corrupt
+	// counter), the op reports an Err: the key may have been set, as with
+	// any failed op.
 	//
 	// A key's fencing counter is a count and an owner (a lock value), kept
 	// under FenceKey(Key) with no expiry; on Redis it is a hash with fields
 	// "n" and "o".
 	AcquireFenced
-	// RaiseFence is the fencing write-back of the lock whose value is Value
-	// and whose token is Token. It succeeds (OK) when the counter is below
+	// RaiseFence (capability Fencing) is the fencing write-back of the
+	// lock whose value is Value and whose token is Token. It succeeds (OK) when the counter is below
 	// Token, and then sets the count to Token and the owner to Value; or
 	// when the count is Token and the owner Value already, and then changes
 	// nothing. Otherwise (a count above Token, or equal to it but owned by
@@ -122,11 +147,12 @@ func (k OpKind) String() string {
 // PX): rounding it either way would make the master's expiry differ from the
 // one the engine computes validity with, so Check rejects anything else.
 //
-// Multi-key: when Keys is non-empty, an Acquire, Release or Extend covers
-// every key in Keys at once and atomically (one script on Redis), and Key is
-// the first of them. Acquire sets all keys only if none exists; Release
-// deletes each key that holds Value and is OK if it deleted every one; Extend
-// extends only if every key holds Value. Fenced ops are single-key.
+// Multi-key (capability MultiKey when Keys has two or more): when Keys is
+// non-empty, an Acquire, Release or Extend covers every key in Keys at once
+// and atomically (one script on Redis), and Key is the first of them.
+// Acquire sets all keys only if none exists; Release deletes each key that
+// holds Value and is OK if it deleted every one; Extend extends only if
+// every key holds Value. Fenced ops are single-key.
 type Op struct {
 	Kind  OpKind
 	Key   string
@@ -168,34 +194,108 @@ type ServerInfo struct {
 	Uptime time.Duration
 }
 
-// InfoReporter is an optional interface: a transport that can report the
-// master's run id and uptime. The engine needs it to keep a restarted master
-// out of the quorum; a transport without it is assumed to never restart
-// without its data.
-type InfoReporter interface {
-	ServerInfo(ctx context.Context) (ServerInfo, error)
-}
-
-// Epocher is an optional interface for a transport that reconnects: Epoch
-// changes every time the transport starts talking to the master over a new
-// connection (and so, maybe, to a master process that restarted and lost its
-// keys). The engine reads it around every batch and does not count votes
-// from an epoch whose ServerInfo it has not checked. A transport with
-// InfoReporter but without Epocher leaves a window, up to the engine's info
-// interval, in which a restarted master can vote.
+// ServerReporter is an optional interface: a transport that can say which
+// master process it talks to. The engine needs it to keep a restarted master
+// out of the quorum (the restart quarantine); a transport without it is
+// assumed to never restart without its data, and the engine logs a warning
+// for it. Its two methods only work together, so they are one interface.
+//
+// ServerInfo reports the master's run id and uptime.
+//
+// Epoch changes every time the transport starts talking to the master over
+// a new connection (and so, maybe, to a master process that restarted and
+// lost its keys). The engine reads it around every batch and does not count
+// votes from an epoch whose ServerInfo it has not checked. The epoch is per
+// Transport value; its starting value is arbitrary (0 before a first
+// connection is fine). A transport with no connection of its own (an
+// in-process master) changes it when the master restarts.
 //
 // The guarantee the engine relies on: ServerInfo called after Epoch
 // returned E describes the master process behind E or a later one, never an
-// earlier one. The epoch is per Transport value; its starting value is
-// arbitrary (0 before a first connection is fine).
-type Epocher interface {
+// earlier one. So an info read during which the epoch moved vouches for no
+// epoch (it may describe the process behind the later one), and the engine
+// reads again.
+type ServerReporter interface {
+	ServerInfo(ctx context.Context) (ServerInfo, error)
 	Epoch() uint64
 }
 
-// Pinger is an optional interface: a transport that can check that the
-// master answers, and how fast.
-type Pinger interface {
-	Ping(ctx context.Context) error
+// Capabilities is a set of the optional parts of the op set. A transport
+// without any (the minimal one) implements Acquire, Release and Extend on
+// single keys, and nothing else.
+type Capabilities uint32
+
+const (
+	// Fencing: the AcquireFenced and RaiseFence ops and their counters.
+	// The engine needs it on every master for api.WithFencing.
+	Fencing Capabilities = 1 << iota
+	// MultiKey: Acquire, Release and Extend over several keys at once
+	// (Op.Keys with more than one key), atomically. The engine needs it on
+	// every master for LockAll and TryLockAll over more than one key.
+	MultiKey
+)
+
+// Has reports whether c includes every capability in want.
+func (c Capabilities) Has(want Capabilities) bool { return c&want == want }
+
+func (c Capabilities) String() string {
+	var parts []string
+	if c&Fencing != 0 {
+		parts = append(parts, "fencing")
+	}
+	if c&MultiKey != 0 {
+		parts = append(parts, "multi-key")
+	}
+	if rest := c &^ (Fencing | MultiKey); rest != 0 {
+		parts = append(parts, fmt.Sprintf("%#x", uint32(rest)))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "+")
+}
+
+// Capabler is an optional interface: a transport that implements more than
+// the minimal op set says which parts. A transport without it has no
+// capabilities. The answer must not change over the transport's life.
+type Capabler interface {
+	Capabilities() Capabilities
+}
+
+// CapabilitiesOf returns what t declares: t.Capabilities() if t is a
+// Capabler, else none.
+func CapabilitiesOf(t Transport) Capabilities {
+	if c, ok := t.(Capabler); ok {
+		return c.Capabilities()
+	}
+	return 0
+}
+
+// Needs returns the capabilities op needs beyond the minimal op set.
+func Needs(op *Op) Capabilities {
+	var c Capabilities
+	if op.Kind == AcquireFenced || op.Kind == RaiseFence {
+		c |= Fencing
+	}
+	if len(op.Keys) > 1 {
+		c |= MultiKey
+	}
+	return c
+}
+
+// CheckFor is Check for a transport whose capabilities are have: it reports
+// why op is malformed (ErrInvalidOp), or else, when op needs a capability
+// that have lacks, an error wrapping errors.ErrUnsupported; nil when the
+// transport can apply op. A minimal transport calls it on every op and
+// answers the error as the op's Result.Err, without sending the op.
+func CheckFor(op *Op, have Capabilities) error {
+	if err := Check(op); err != nil {
+		return err
+	}
+	if missing := Needs(op) &^ have; missing != 0 {
+		return fmt.Errorf("%s: needs %s: %w", op.Kind, missing, errors.ErrUnsupported)
+	}
+	return nil
 }
 
 // Namer is an optional interface: a transport that can name its master for

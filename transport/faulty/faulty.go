@@ -32,11 +32,11 @@
 // give the same faults. With every fault off the wrapper is transparent:
 // it passes the conformance suite (transporttest).
 //
-// The optional interfaces (InfoReporter, Epocher, Namer, Pinger) are
-// delegated to the wrapped transport; ServerInfo and Ping suffer the same
-// partitions, pauses and latency as Do. View returns a transport.Transport
-// that implements exactly the optional interfaces the wrapped one does, for
-// wrapping a transport that lacks some of them.
+// The optional interfaces (ServerReporter, Namer, Capabler) are delegated to
+// the wrapped transport; ServerInfo suffers the same partitions, pauses and
+// latency as Do. View returns a transport.Transport that implements exactly
+// the optional interfaces the wrapped one does, for wrapping a transport
+// that lacks some of them.
 package faulty
 
 import (
@@ -137,11 +137,10 @@ type job struct {
 }
 
 var (
-	_ transport.Transport    = (*Transport)(nil)
-	_ transport.InfoReporter = (*Transport)(nil)
-	_ transport.Epocher      = (*Transport)(nil)
-	_ transport.Namer        = (*Transport)(nil)
-	_ transport.Pinger       = (*Transport)(nil)
+	_ transport.Transport      = (*Transport)(nil)
+	_ transport.ServerReporter = (*Transport)(nil)
+	_ transport.Namer          = (*Transport)(nil)
+	_ transport.Capabler       = (*Transport)(nil)
 )
 
 // Wrap returns t with the faults of cfg. The wrapper owns t: Close closes
@@ -540,38 +539,33 @@ func (t *Transport) Close() error {
 }
 
 // ServerInfo delegates to the wrapped transport's, through the faults. A
-// wrapped transport without it answers an error wrapping
+// wrapped transport that is no ServerReporter answers an error wrapping
 // errors.ErrUnsupported (use View to hide the method instead).
 func (t *Transport) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
-	ir, ok := t.inner.(transport.InfoReporter)
+	sr, ok := t.inner.(transport.ServerReporter)
 	if !ok {
 		return transport.ServerInfo{}, fmt.Errorf("faulty: wrapped transport reports no server info: %w", errors.ErrUnsupported)
 	}
 	if err := t.gate(ctx); err != nil {
 		return transport.ServerInfo{}, err
 	}
-	return ir.ServerInfo(ctx)
+	return sr.ServerInfo(ctx)
 }
 
-// Ping delegates to the wrapped transport's, through the faults; without
-// one it answers nil once the faults let it through.
-func (t *Transport) Ping(ctx context.Context) error {
-	if err := t.gate(ctx); err != nil {
-		return err
-	}
-	if p, ok := t.inner.(transport.Pinger); ok {
-		return p.Ping(ctx)
-	}
-	return nil
-}
-
-// Epoch delegates to the wrapped transport's; 0 (never changes) without one,
-// which the engine treats like a transport without Epocher.
+// Epoch delegates to the wrapped transport's; 0 (never changes) for one
+// that is no ServerReporter.
 func (t *Transport) Epoch() uint64 {
-	if e, ok := t.inner.(transport.Epocher); ok {
-		return e.Epoch()
+	if sr, ok := t.inner.(transport.ServerReporter); ok {
+		return sr.Epoch()
 	}
 	return 0
+}
+
+// Capabilities are the wrapped transport's: the wrapper adds no op and
+// takes none away, so answering none for a wrapped minimal transport is the
+// same as not implementing transport.Capabler, and View need not hide it.
+func (t *Transport) Capabilities() transport.Capabilities {
+	return transport.CapabilitiesOf(t.inner)
 }
 
 // Name delegates to the wrapped transport's; without one it is "faulty".
@@ -583,113 +577,28 @@ func (t *Transport) Name() string {
 }
 
 // View returns t as a transport.Transport that implements exactly the
-// optional interfaces (InfoReporter, Epocher, Namer, Pinger) of the wrapped
-// transport, so that the engine treats the wrapped master as it would
-// treat it unwrapped. For transports that implement all four (Redis,
-// memory) t itself is the same.
+// optional interfaces (ServerReporter, Namer) of the wrapped transport, so
+// that the engine treats the wrapped master as it would treat it unwrapped.
+// (Every view has Capabilities, which answers none for a wrapped transport
+// that declares none, the same as lacking the method.) For transports that
+// implement both (Redis, memory) t itself is the same.
 func (t *Transport) View() transport.Transport {
 	b := base{t}
-	var mask int
-	if _, ok := t.inner.(transport.InfoReporter); ok {
-		mask |= 1
-	}
-	if _, ok := t.inner.(transport.Epocher); ok {
-		mask |= 2
-	}
-	if _, ok := t.inner.(transport.Namer); ok {
-		mask |= 4
-	}
-	if _, ok := t.inner.(transport.Pinger); ok {
-		mask |= 8
-	}
-	i, e, n, p := info{t}, epoch{t}, name{t}, ping{t}
-	switch mask {
-	case 0:
+	_, server := t.inner.(transport.ServerReporter)
+	_, named := t.inner.(transport.Namer)
+	switch {
+	case !server && !named:
 		return struct{ base }{b}
-	case 1:
+	case server && !named:
 		return struct {
 			base
-			info
-		}{b, i}
-	case 2:
-		return struct {
-			base
-			epoch
-		}{b, e}
-	case 3:
-		return struct {
-			base
-			info
-			epoch
-		}{b, i, e}
-	case 4:
+			reporter
+		}{b, reporter{t}}
+	case !server && named:
 		return struct {
 			base
 			name
-		}{b, n}
-	case 5:
-		return struct {
-			base
-			info
-			name
-		}{b, i, n}
-	case 6:
-		return struct {
-			base
-			epoch
-			name
-		}{b, e, n}
-	case 7:
-		return struct {
-			base
-			info
-			epoch
-			name
-		}{b, i, e, n}
-	case 8:
-		return struct {
-			base
-			ping
-		}{b, p}
-	case 9:
-		return struct {
-			base
-			info
-			ping
-		}{b, i, p}
-	case 10:
-		return struct {
-			base
-			epoch
-			ping
-		}{b, e, p}
-	case 11:
-		return struct {
-			base
-			info
-			epoch
-			ping
-		}{b, i, e, p}
-	case 12:
-		return struct {
-			base
-			name
-			ping
-		}{b, n, p}
-	case 13:
-		return struct {
-			base
-			info
-			name
-			ping
-		}{b, i, n, p}
-	case 14:
-		return struct {
-			base
-			epoch
-			name
-			ping
-		}{b, e, n, p}
+		}{b, name{t}}
 	}
 	return t
 }
@@ -697,20 +606,21 @@ func (t *Transport) View() transport.Transport {
 // The pieces View assembles; each holds the wrapper under its own field
 // name so that embedding several of them leaves no ambiguous method.
 type (
-	base  struct{ t *Transport }
-	info  struct{ ti *Transport }
-	epoch struct{ te *Transport }
-	name  struct{ tn *Transport }
-	ping  struct{ tp *Transport }
+	base     struct{ t *Transport }
+	reporter struct{ tr *Transport }
+	name     struct{ tn *Transport }
 )
 
 func (b base) Do(ctx context.Context, ops []transport.Op, results []transport.Result) error {
 	return b.t.Do(ctx, ops, results)
 }
 func (b base) Close() error { return b.t.Close() }
-func (i info) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
-	return i.ti.ServerInfo(ctx)
+
+// Capabilities is on every view: it answers none for a wrapped transport
+// that declares none, which is what lacking the method means.
+func (b base) Capabilities() transport.Capabilities { return b.t.Capabilities() }
+func (r reporter) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
+	return r.tr.ServerInfo(ctx)
 }
-func (e epoch) Epoch() uint64                 { return e.te.Epoch() }
-func (n name) Name() string                   { return n.tn.Name() }
-func (p ping) Ping(ctx context.Context) error { return p.tp.Ping(ctx) }
+func (r reporter) Epoch() uint64 { return r.tr.Epoch() }
+func (n name) Name() string      { return n.tn.Name() }

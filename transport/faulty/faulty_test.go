@@ -143,9 +143,6 @@ func TestPartition(t *testing.T) {
 	if _, ok := m.Get("k"); ok {
 		t.Fatal("applied during a partition")
 	}
-	if err := w.Ping(context.Background()); !errors.Is(err, transport.ErrUnavailable) {
-		t.Fatalf("Ping partitioned: %v", err)
-	}
 	if _, err := w.ServerInfo(context.Background()); !errors.Is(err, transport.ErrUnavailable) {
 		t.Fatalf("ServerInfo partitioned: %v", err)
 	}
@@ -155,8 +152,8 @@ func TestPartition(t *testing.T) {
 	}
 	w.Partition(time.Hour)
 	w.Heal()
-	if err := w.Ping(context.Background()); err != nil {
-		t.Fatalf("Ping after Heal: %v", err)
+	if _, err := w.ServerInfo(context.Background()); err != nil {
+		t.Fatalf("ServerInfo after Heal: %v", err)
 	}
 	if s := w.Stats(); s.Partitioned != 1 {
 		t.Fatalf("stats %+v", s)
@@ -238,15 +235,15 @@ func TestPauseKeepsOrder(t *testing.T) {
 	if s := w.Stats(); s.Held != 2 || s.Abandoned != 1 {
 		t.Fatalf("stats %+v", s)
 	}
-	// Ping waits for the pause too.
+	// ServerInfo waits for the pause too.
 	w.Pause()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if err := w.Ping(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Ping paused: %v", err)
+	if _, err := w.ServerInfo(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ServerInfo paused: %v", err)
 	}
 	w.Resume()
-	if err := w.Ping(context.Background()); err != nil {
+	if _, err := w.ServerInfo(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -281,7 +278,7 @@ func TestOptionalInterfaces(t *testing.T) {
 	m := memory.NewNamed("m1")
 	w := Wrap(m.Transport(), Config{})
 	defer w.Close()
-	if w.Name() != "m1" || w.Epoch() != m.Transport().(transport.Epocher).Epoch() {
+	if w.Name() != "m1" || w.Epoch() != m.Transport().(transport.ServerReporter).Epoch() {
 		t.Fatalf("Name %q Epoch %d not delegated", w.Name(), w.Epoch())
 	}
 	before := w.Epoch()
@@ -293,14 +290,16 @@ func TestOptionalInterfaces(t *testing.T) {
 	if err != nil || info.RunID == "" {
 		t.Fatalf("ServerInfo: %+v %v", info, err)
 	}
+	full := transport.Fencing | transport.MultiKey
+	if got := w.Capabilities(); got != full {
+		t.Errorf("Capabilities of a wrapped memory transport = %v, want %v", got, full)
+	}
 	v := w.View()
-	for name, ok := range map[string]bool{
-		"InfoReporter": is[transport.InfoReporter](v), "Epocher": is[transport.Epocher](v),
-		"Namer": is[transport.Namer](v), "Pinger": is[transport.Pinger](v),
-	} {
-		if !ok {
-			t.Errorf("View of a memory transport lacks %s", name)
-		}
+	if got := transport.CapabilitiesOf(v); got != full {
+		t.Errorf("Capabilities of the View of a memory transport = %v, want %v", got, full)
+	}
+	if !is[transport.ServerReporter](v) || !is[transport.Namer](v) {
+		t.Error("View of a memory transport lacks ServerReporter or Namer")
 	}
 
 	// A bare transport: the View has none of them, the wrapper answers
@@ -308,44 +307,44 @@ func TestOptionalInterfaces(t *testing.T) {
 	bare := Wrap(bareTransport{m.Transport()}, Config{})
 	defer bare.Close()
 	bv := bare.View()
-	if is[transport.InfoReporter](bv) || is[transport.Epocher](bv) || is[transport.Namer](bv) || is[transport.Pinger](bv) {
+	if is[transport.ServerReporter](bv) || is[transport.Namer](bv) {
 		t.Error("View of a bare transport has optional interfaces")
+	}
+	if got := transport.CapabilitiesOf(bv); got != 0 {
+		t.Errorf("Capabilities of the View of a bare transport = %v, want none", got)
 	}
 	if _, err := bare.ServerInfo(context.Background()); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("ServerInfo of a bare transport: %v", err)
 	}
-	if bare.Epoch() != 0 || bare.Name() != "faulty" || bare.Ping(context.Background()) != nil {
+	if bare.Epoch() != 0 || bare.Name() != "faulty" {
 		t.Error("bare fallbacks")
 	}
-	// Some combinations in between.
+	// The combinations in between.
 	for _, tc := range []struct {
 		inner func(full transport.Transport) transport.Transport
 		mask  int
 	}{
 		{func(f transport.Transport) transport.Transport {
-			return infoOnly{bareTransport{f}, f.(transport.InfoReporter)}
+			return reporterOnly{bareTransport{f}, f.(transport.ServerReporter)}
 		}, 1},
 		{func(f transport.Transport) transport.Transport {
-			return epochName{bareTransport{f}, f.(transport.Epocher), f.(transport.Namer)}
-		}, 6},
-		{func(f transport.Transport) transport.Transport {
-			return namePing{bareTransport{f}, f.(transport.Namer), f.(transport.Pinger)}
-		}, 12},
-		{func(f transport.Transport) transport.Transport { return f }, 15},
+			return nameOnly{bareTransport{f}, f.(transport.Namer)}
+		}, 2},
+		{func(f transport.Transport) transport.Transport { return f }, 3},
 	} {
 		w := Wrap(tc.inner(m.Transport()), Config{})
 		v := w.View()
 		got := 0
-		for bit, ok := range []bool{is[transport.InfoReporter](v), is[transport.Epocher](v), is[transport.Namer](v), is[transport.Pinger](v)} {
+		for bit, ok := range []bool{is[transport.ServerReporter](v), is[transport.Namer](v)} {
 			if ok {
 				got |= 1 << bit
 			}
 		}
 		if got != tc.mask {
-			t.Errorf("View of a transport with interfaces %04b has %04b", tc.mask, got)
+			t.Errorf("View of a transport with interfaces %02b has %02b", tc.mask, got)
 		}
 		if res, err := do(v, time.Second, acq("combo", "v"), rel("combo", "v")); err != nil || !res[0].OK || !res[1].OK {
-			t.Errorf("mask %04b: Do through the View: %v %+v", tc.mask, err, res)
+			t.Errorf("mask %02b: Do through the View: %v %+v", tc.mask, err, res)
 		}
 		w.Close()
 	}
@@ -363,21 +362,14 @@ func (b bareTransport) Do(ctx context.Context, ops []transport.Op, res []transpo
 }
 func (b bareTransport) Close() error { return b.t.Close() }
 
-type infoOnly struct {
+type reporterOnly struct {
 	bareTransport
-	transport.InfoReporter
+	transport.ServerReporter
 }
 
-type epochName struct {
-	bareTransport
-	transport.Epocher
-	transport.Namer
-}
-
-type namePing struct {
+type nameOnly struct {
 	bareTransport
 	transport.Namer
-	transport.Pinger
 }
 
 // recorder passes batches to a memory master and keeps the ops it saw.

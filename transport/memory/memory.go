@@ -15,7 +15,7 @@
 // one only stops that handle, the keys stay on the master, just as closing a
 // Redis connection does not delete its keys. Master.Restart simulates a master
 // process restarting without persistence; every client handle is a
-// transport.Epocher whose epoch changes with it.
+// transport.ServerReporter whose run id and epoch change with it.
 package memory
 
 import (
@@ -422,11 +422,10 @@ type client struct {
 }
 
 var (
-	_ transport.Transport    = (*client)(nil)
-	_ transport.InfoReporter = (*client)(nil)
-	_ transport.Pinger       = (*client)(nil)
-	_ transport.Namer        = (*client)(nil)
-	_ transport.Epocher      = (*client)(nil)
+	// (Master.Transport's return type checks transport.Transport.)
+	_ transport.ServerReporter = (*client)(nil)
+	_ transport.Namer          = (*client)(nil)
+	_ transport.Capabler       = (*client)(nil)
 )
 
 // Do applies ops in order. The master answers synchronously, so ctx is only
@@ -479,12 +478,13 @@ func (c *client) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
 // describes the run that epoch stands for, or a later one.
 func (c *client) Epoch() uint64 { return c.m.life.Load().epoch }
 
-// Ping succeeds unless the handle is closed or ctx is done: an in-process
-// master always answers.
-func (c *client) Ping(ctx context.Context) error { return c.usable(ctx) }
-
 // Name returns the master's name.
 func (c *client) Name() string { return c.m.name }
+
+// Capabilities: a memory master has every optional op (fencing, multi-key).
+func (c *client) Capabilities() transport.Capabilities {
+	return transport.Fencing | transport.MultiKey
+}
 
 func (c *client) usable(ctx context.Context) error {
 	if c.closed.Load() {

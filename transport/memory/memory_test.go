@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -45,7 +46,7 @@ func rel(k, v string) transport.Op { return transport.Op{Kind: transport.Release
 
 func info(t *testing.T, c transport.Transport) transport.ServerInfo {
 	t.Helper()
-	si, err := c.(transport.InfoReporter).ServerInfo(context.Background())
+	si, err := c.(transport.ServerReporter).ServerInfo(context.Background())
 	if err != nil {
 		t.Fatalf("ServerInfo: %v", err)
 	}
@@ -83,7 +84,7 @@ func TestRestart(t *testing.T) {
 	}
 }
 
-func epoch(c transport.Transport) uint64 { return c.(transport.Epocher).Epoch() }
+func epoch(c transport.Transport) uint64 { return c.(transport.ServerReporter).Epoch() }
 
 func TestRestartChangesEpoch(t *testing.T) {
 	m := memory.New()
@@ -297,8 +298,8 @@ func TestNames(t *testing.T) {
 	}
 	c := memory.NewNamed("m3").Transport()
 	c.Close()
-	if err := c.(transport.Pinger).Ping(context.Background()); err == nil {
-		t.Error("Ping on a closed client = nil, want ErrClosed")
+	if _, err := c.(transport.ServerReporter).ServerInfo(context.Background()); !errors.Is(err, transport.ErrClosed) {
+		t.Errorf("ServerInfo on a closed client = %v, want ErrClosed", err)
 	}
 }
 

@@ -32,8 +32,8 @@ func FuzzOps(f *testing.F) {
 		m := memory.NewNamed("fuzz")
 		c := m.Transport()
 		defer c.Close()
-		ep := c.(transport.Epocher)
-		ir := c.(transport.InfoReporter)
+		ep := c.(transport.ServerReporter)
+		ir := ep
 		md := newModel()
 		var batch []transport.Op
 		flush := func() {
@@ -142,7 +142,7 @@ func decode(b0, b1, b2 byte) transport.Op {
 	return op
 }
 
-func runID(t *testing.T, ir transport.InfoReporter) string {
+func runID(t *testing.T, ir transport.ServerReporter) string {
 	t.Helper()
 	info, err := ir.ServerInfo(context.Background())
 	if err != nil {

@@ -157,11 +157,10 @@ func sha1Hex(s string) string {
 }
 
 var (
-	_ transport.Transport    = (*Transport)(nil)
-	_ transport.InfoReporter = (*Transport)(nil)
-	_ transport.Pinger       = (*Transport)(nil)
-	_ transport.Namer        = (*Transport)(nil)
-	_ transport.Epocher      = (*Transport)(nil)
+	_ transport.Transport      = (*Transport)(nil)
+	_ transport.ServerReporter = (*Transport)(nil)
+	_ transport.Namer          = (*Transport)(nil)
+	_ transport.Capabler       = (*Transport)(nil)
 )
 
 // errConnClosed is the reason recorded when radix closes a connection on its
@@ -424,6 +423,12 @@ func (t *Transport) install(cs *connState) bool {
 // detection.)
 func (t *Transport) Epoch() uint64 { return t.epoch.Load() }
 
+// Capabilities: the Redis transport implements every op, with scripts for
+// the fencing counters and the multi-key forms.
+func (t *Transport) Capabilities() transport.Capabilities {
+	return transport.Fencing | transport.MultiKey
+}
+
 // broken retires cs after a connection-level failure: later calls fail fast
 // and the loop closes it and reconnects. Only the first call for a cs counts.
 func (t *Transport) broken(cs *connState, reason error) {
@@ -615,7 +620,10 @@ func (t *Transport) exec(ctx context.Context, a radix.Action) error {
 	return nil
 }
 
-// Ping checks that the master answers.
+// Ping checks that the master answers. The engine never pings (every batch
+// and every ServerInfo read already tells whether the master answers), so
+// this is no transport interface; redlock status uses it to time a round
+// trip.
 func (t *Transport) Ping(ctx context.Context) error {
 	var pong string
 	if err := t.exec(ctx, radix.Cmd(&pong, "PING")); err != nil {

@@ -14,6 +14,16 @@
 //		})
 //	}
 //
+// The suite has a required part, which every transport must pass, and parts
+// that run only for the capabilities a transport declares (see
+// transport.Capabler): the fenced and fence overlap subtests need
+// transport.Fencing, multi needs transport.MultiKey, and each is skipped,
+// saying so, on a transport that does not declare it. A minimal transport
+// (Acquire, Release and Extend on single keys, no Capabler) passes the
+// required part, which also checks that it answers every op it lacks with an
+// error wrapping errors.ErrUnsupported, without applying it (the unsupported
+// subtest; transport.CheckFor does it).
+//
 // Every call of newClient must return a new client of one and the same
 // master. The suite closes every client it gets. It writes only keys under a
 // random "transporttest:<hex>:" prefix per subtest, each with a ttl of at most
@@ -59,6 +69,7 @@ const hold = 10 * time.Second
 func Run(t *testing.T, newClient func(t *testing.T) transport.Transport) {
 	t.Helper()
 	s := &suite{newClient: newClient}
+	s.caps = transport.CapabilitiesOf(s.client(t))
 	for _, sub := range []struct {
 		name string
 		run  func(*testing.T, *suite)
@@ -68,9 +79,10 @@ func Run(t *testing.T, newClient func(t *testing.T) transport.Transport) {
 		{"release", testRelease},
 		{"extend", testExtend},
 		{"expiry", testExpiry},
-		{"fenced", testFenced},
-		{"fence overlap", testFenceOverlap},
-		{"multi", testMulti},
+		{"fenced", needs(transport.Fencing, testFenced)},
+		{"fence overlap", needs(transport.Fencing, testFenceOverlap)},
+		{"multi", needs(transport.MultiKey, testMulti)},
+		{"unsupported", testUnsupported},
 		{"order", testOrder},
 		{"concurrent-do", testConcurrentDo},
 		{"ctx not kept", testCtxNotKept},
@@ -84,7 +96,22 @@ func Run(t *testing.T, newClient func(t *testing.T) transport.Transport) {
 
 type suite struct {
 	newClient func(t *testing.T) transport.Transport
+	caps      transport.Capabilities // what the transport declares
 }
+
+// needs runs test only if the transport declares capability c.
+func needs(c transport.Capabilities, test func(*testing.T, *suite)) func(*testing.T, *suite) {
+	return func(t *testing.T, s *suite) {
+		if !s.caps.Has(c) {
+			t.Skipf("the transport does not declare the %s capability (its Capabilities() is %v), so this part of the contract "+
+				"is not checked and the engine refuses the features that need it; to declare it, implement the ops and have "+
+				"Capabilities() (transport.Capabler) include transport.%s", c, s.caps, capName[c])
+		}
+		test(t, s)
+	}
+}
+
+var capName = map[transport.Capabilities]string{transport.Fencing: "Fencing", transport.MultiKey: "MultiKey"}
 
 // client returns a new client that is closed when t ends.
 func (s *suite) client(t *testing.T) transport.Transport {
@@ -514,7 +541,7 @@ func testOrder(t *testing.T, s *suite) {
 			keys[i] = ks(fmt.Sprint(i))
 		}
 		m := newModel()
-		ops := randomOps(rng, keys, 1000)
+		ops := randomOps(rng, keys, 1000, s.caps)
 		for i, r := range do(t, c, ops...) {
 			if err := m.check(ops[i], r); err != nil {
 				t.Fatalf("op %d %s: %v (seed %d)", i, describe(ops[i]), err, seed)
@@ -542,7 +569,7 @@ func testConcurrentDo(t *testing.T, s *suite) {
 			// results delivered to the wrong caller would not match.
 			m := newModel()
 			for r := range rounds {
-				ops := randomOps(rng, keys, batch)
+				ops := randomOps(rng, keys, batch, s.caps)
 				res := make([]transport.Result, len(ops))
 				if err := c.Do(ctx, ops, res); err != nil {
 					t.Errorf("worker %d round %d: batch error: %v", w, r, err)
@@ -608,6 +635,8 @@ func testCtxNotKept(t *testing.T, s *suite) {
 
 func testErrors(t *testing.T, s *suite) {
 	c := s.client(t)
+	// Malformed ops answer ErrInvalidOp whatever the transport declares:
+	// Check (or CheckFor) comes before the question of support.
 	t.Run("invalid ops", func(t *testing.T) {
 		ks := keyspace(t)
 		k, k2, valid, raised, after := ks("k"), ks("k2"), ks("valid"), ks("raised"), ks("after")
@@ -650,8 +679,11 @@ func testErrors(t *testing.T, s *suite) {
 		for _, in := range invalid {
 			ops = append(ops, in.op)
 		}
-		ops = append(ops, rel(valid, "v"), acq(k, "w", hold), rel(k, "w"), acq(k2, "w", hold), rel(k2, "w"),
-			raise(raised, 1, "v"), fenced(raised, "v", hold), rel(raised, "v"), acq(after, "v", hold))
+		ops = append(ops, rel(valid, "v"), acq(k, "w", hold), rel(k, "w"), acq(k2, "w", hold), rel(k2, "w"))
+		if s.caps.Has(transport.Fencing) {
+			ops = append(ops, raise(raised, 1, "v"), fenced(raised, "v", hold), rel(raised, "v"))
+		}
+		ops = append(ops, acq(after, "v", hold))
 		res := do(t, c, ops...)
 		for i, in := range invalid {
 			if r := res[1+i]; r.OK || !errors.Is(r.Err, transport.ErrInvalidOp) {
@@ -701,6 +733,60 @@ func testErrors(t *testing.T, s *suite) {
 	})
 }
 
+// testUnsupported: a transport answers every op that needs a capability it
+// does not declare with an Err wrapping errors.ErrUnsupported, OK false,
+// and applies none of it; the batch's other ops go through. (The engine
+// never sends such ops; this makes a transport that silently half-applies
+// them visible.)
+func testUnsupported(t *testing.T, s *suite) {
+	lacking := (transport.Fencing | transport.MultiKey) &^ s.caps
+	if lacking == 0 {
+		t.Skipf("the transport declares every capability (%v): no op is unsupported", s.caps)
+	}
+	ks := keyspace(t)
+	c := s.client(t)
+	var (
+		ops   []transport.Op
+		after []step // run afterwards: they pass only if no unsupported op was applied
+	)
+	if lacking.Has(transport.Fencing) {
+		f := ks("fenced")
+		ops = append(ops, fenced(f, "v", hold), raise(ks("raised"), 1, "v"))
+		after = append(after, step{acq(f, "w", hold), true}, step{rel(f, "w"), true})
+	}
+	if lacking.Has(transport.MultiKey) {
+		a, b, e1, e2, r1, r2 := ks("a"), ks("b"), ks("e1"), ks("e2"), ks("r1"), ks("r2")
+		expect(t, c, step{acq(r1, "v", hold), true}, step{acq(r2, "v", hold), true})
+		ops = append(ops,
+			multi(transport.Acquire, []string{a, b}, "v", hold),
+			multi(transport.Extend, []string{e1, e2}, "v", hold),
+			multi(transport.Release, []string{r1, r2}, "v", 0))
+		after = append(after,
+			step{acq(a, "w", hold), true}, step{acq(b, "w", hold), true},
+			step{rel(a, "w"), true}, step{rel(b, "w"), true},
+			step{acq(e1, "w", hold), true}, step{rel(e1, "w"), true}, // not created
+			step{acq(r1, "w", hold), false}, step{acq(r2, "w", hold), false}, // not released
+			step{rel(r1, "v"), true}, step{rel(r2, "v"), true})
+	}
+	// Supported ops around the unsupported ones are applied as usual.
+	valid := ks("valid")
+	n := len(ops)
+	ops = append([]transport.Op{acq(valid, "v", hold)}, append(ops, rel(valid, "v"))...)
+	res := do(t, c, ops...)
+	for i := 1; i <= n; i++ {
+		if r := res[i]; r.OK || !errors.Is(r.Err, errors.ErrUnsupported) {
+			t.Errorf("%s on a transport without the %s capability: OK=%v Err=%v, want OK=false and Err wrapping errors.ErrUnsupported (transport.CheckFor answers it)",
+				describe(ops[i]), transport.Needs(&ops[i]), r.OK, r.Err)
+		}
+	}
+	for _, i := range []int{0, n + 1} {
+		if r := res[i]; r.Err != nil || !r.OK {
+			t.Errorf("valid op %d %s in a batch with unsupported ops: OK=%v Err=%v, want OK=true", i, describe(ops[i]), r.OK, r.Err)
+		}
+	}
+	expect(t, c, after...)
+}
+
 // testClose requires the first Close of a healthy client to return nil; a
 // second Close may return nil or any error, but must not panic.
 func testClose(t *testing.T, s *suite) {
@@ -731,12 +817,26 @@ func testClose(t *testing.T, s *suite) {
 
 func testOptional(t *testing.T, s *suite) {
 	c, other := s.client(t), s.client(t)
-	t.Run("InfoReporter", func(t *testing.T) {
-		ir, ok := c.(transport.InfoReporter)
-		if !ok {
-			t.Skip("client does not implement transport.InfoReporter")
+	t.Run("Capabler", func(t *testing.T) {
+		// The engine reads one client's capabilities for the master.
+		if a, b := transport.CapabilitiesOf(c), transport.CapabilitiesOf(other); a != s.caps || b != s.caps {
+			t.Errorf("clients of one master declare capabilities %v, %v and %v, want the same", s.caps, a, b)
 		}
-		info, err := ir.ServerInfo(t.Context())
+		if unknown := s.caps &^ (transport.Fencing | transport.MultiKey); unknown != 0 {
+			t.Errorf("Capabilities() = %v declares bits this version does not define (%#x)", s.caps, uint32(unknown))
+		}
+	})
+	t.Run("ServerReporter", func(t *testing.T) {
+		sr, ok := c.(transport.ServerReporter)
+		if !ok {
+			t.Skip("client does not implement transport.ServerReporter: the engine cannot quarantine its master after a restart")
+		}
+		sr2, ok := other.(transport.ServerReporter)
+		if !ok {
+			t.Fatal("one client implements transport.ServerReporter, another does not")
+		}
+		e, e2 := sr.Epoch(), sr2.Epoch()
+		info, err := sr.ServerInfo(t.Context())
 		if err != nil {
 			t.Fatalf("ServerInfo: %v", err)
 		}
@@ -745,58 +845,27 @@ func testOptional(t *testing.T, s *suite) {
 		}
 		// The engine tells a restart by a changed run id, so two clients of
 		// one running master must agree on it.
-		ir2, ok := other.(transport.InfoReporter)
-		if !ok {
-			t.Fatal("one client implements transport.InfoReporter, another does not")
-		}
-		info2, err := ir2.ServerInfo(t.Context())
+		info2, err := sr2.ServerInfo(t.Context())
 		if err != nil {
 			t.Fatalf("ServerInfo on a second client: %v", err)
 		}
 		if info2.RunID != info.RunID {
 			t.Errorf("two clients of one master report run ids %q and %q, want the same", info.RunID, info2.RunID)
 		}
-	})
-	t.Run("Epocher", func(t *testing.T) {
-		ep, ok := c.(transport.Epocher)
-		if !ok {
-			t.Skip("client does not implement transport.Epocher")
-		}
-		ep2, ok := other.(transport.Epocher)
-		if !ok {
-			t.Fatal("one client implements transport.Epocher, another does not")
-		}
 		// Restarts are for each transport's own tests to provoke; here the
 		// master keeps running, so the epoch must not move, whatever the
 		// clients do.
-		e, e2 := ep.Epoch(), ep2.Epoch()
 		k := keyspace(t)("k")
 		for i := range 5 {
 			expect(t, c, step{acq(k, "v", hold), true}, step{ext(k, "v", hold), true})
 			expect(t, other, step{acq(k, "w", hold), false}, step{rel(k, "v"), true})
-			if ir, ok := c.(transport.InfoReporter); ok {
-				if _, err := ir.ServerInfo(t.Context()); err != nil {
-					t.Fatalf("ServerInfo: %v", err)
-				}
+			if _, err := sr.ServerInfo(t.Context()); err != nil {
+				t.Fatalf("ServerInfo: %v", err)
 			}
-			if p, ok := c.(transport.Pinger); ok {
-				if err := p.Ping(t.Context()); err != nil {
-					t.Fatalf("Ping: %v", err)
-				}
-			}
-			if got, got2 := ep.Epoch(), ep2.Epoch(); got != e || got2 != e2 {
+			if got, got2 := sr.Epoch(), sr2.Epoch(); got != e || got2 != e2 {
 				t.Fatalf("round %d: epochs went from %d and %d to %d and %d on a master that did not restart, want them unchanged",
 					i, e, e2, got, got2)
 			}
-		}
-	})
-	t.Run("Pinger", func(t *testing.T) {
-		p, ok := c.(transport.Pinger)
-		if !ok {
-			t.Skip("client does not implement transport.Pinger")
-		}
-		if err := p.Ping(t.Context()); err != nil {
-			t.Errorf("Ping = %v, want nil", err)
 		}
 	})
 	t.Run("Namer", func(t *testing.T) {
@@ -923,13 +992,18 @@ func (m model) verify(keys []string) []step {
 // randomOps returns n ops over keys with few distinct values, so that
 // acquires collide, and releases and extends hit both the holder and others.
 // Three in four are single-key Acquire, Release and Extend; the rest are
-// fenced ops and multi-key ops over two or three distinct keys.
-func randomOps(rng *mrand.Rand, keys []string, n int) []transport.Op {
+// fenced ops and multi-key ops over two or three distinct keys, as far as
+// caps allows (else more single-key ones).
+func randomOps(rng *mrand.Rand, keys []string, n int, caps transport.Capabilities) []transport.Op {
 	values := [...]string{"a", "b", "c"}
 	ops := make([]transport.Op, n)
 	for i := range ops {
 		k, v := keys[rng.IntN(len(keys))], values[rng.IntN(len(values))]
-		switch r := rng.IntN(12); {
+		r := rng.IntN(12)
+		if (r == 9 || r == 10) && !caps.Has(transport.Fencing) || r == 11 && !caps.Has(transport.MultiKey) {
+			r = rng.IntN(9)
+		}
+		switch {
 		case r < 3:
 			ops[i] = acq(k, v, hold)
 		case r < 6:

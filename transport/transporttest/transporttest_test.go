@@ -2,6 +2,7 @@ package transporttest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -32,6 +33,40 @@ var mutants = []struct {
 	wrap     func(m *memory.Master, c transport.Transport) transport.Transport
 }{
 	{"sound", "", func(m *memory.Master, c transport.Transport) transport.Transport { return c }},
+	// A minimal transport: Acquire, Release and Extend on single keys and
+	// nothing else. It passes the required part; the parts it lacks are
+	// skipped.
+	{"minimal", "", func(m *memory.Master, c transport.Transport) transport.Transport { return minimal{c, 0, nil} }},
+	{"minimal with fencing", "", func(m *memory.Master, c transport.Transport) transport.Transport {
+		return declared{minimal{c, transport.Fencing, nil}, transport.Fencing}
+	}},
+	{"minimal applies fenced acquires as plain ones", "unsupported", func(m *memory.Master, c transport.Transport) transport.Transport {
+		return minimal{c, 0, func(op *transport.Op) bool {
+			if op.Kind == transport.AcquireFenced {
+				op.Kind = transport.Acquire
+			}
+			return op.Kind != transport.RaiseFence
+		}}
+	}},
+	{"minimal applies multi-key releases to the first key", "unsupported", func(m *memory.Master, c transport.Transport) transport.Transport {
+		return minimal{c, 0, func(op *transport.Op) bool {
+			if op.Kind == transport.Release {
+				op.Keys = nil
+			}
+			return len(op.Keys) < 2
+		}}
+	}},
+	{"minimal answers unsupported ops with a refusal", "unsupported", func(m *memory.Master, c transport.Transport) transport.Transport {
+		return perOp(func(m *memory.Master, c transport.Transport, op transport.Op) transport.Result {
+			if transport.Needs(&op) != 0 {
+				return transport.Result{} // "no", as if the master had answered
+			}
+			return one(c, op)
+		})(m, minimal{c, 0, nil})
+	}},
+	{"minimal declares multi-key", "multi", func(m *memory.Master, c transport.Transport) transport.Transport {
+		return declared{minimal{c, 0, nil}, transport.MultiKey}
+	}},
 	{"acquire overwrites", "acquire", perOp(func(m *memory.Master, c transport.Transport, op transport.Op) transport.Result {
 		if v, held := m.Get(op.Key); held && op.Kind == transport.Acquire {
 			one(c, transport.Op{Kind: transport.Release, Key: op.Key, Value: v})
@@ -236,6 +271,13 @@ var mutants = []struct {
 	}},
 }
 
+// wantSkip names, per sound transport, the subtests the suite must skip.
+var wantSkip = map[string][]string{
+	"sound":                {"unsupported"},
+	"minimal":              {"fenced", "fence_overlap", "multi", "optional/ServerReporter", "optional/Namer"},
+	"minimal with fencing": {"multi"},
+}
+
 var clients atomic.Int64
 
 func TestSuiteCatchesMutants(t *testing.T) {
@@ -255,6 +297,11 @@ func TestSuiteCatchesMutants(t *testing.T) {
 				t.Fatalf("the suite passed a transport whose %s is broken\n%s", mu.wantFail, out)
 			case mu.wantFail != "" && !strings.Contains(string(out), "--- FAIL: TestMutant/"+mu.wantFail):
 				t.Fatalf("the suite failed, but not in subtest %s:\n%s", mu.wantFail, out)
+			}
+			for _, sub := range wantSkip[mu.name] {
+				if !strings.Contains(string(out), "--- SKIP: TestMutant/"+sub+" ") {
+					t.Errorf("the suite did not skip subtest %s:\n%s", sub, out)
+				}
 			}
 		})
 	}
@@ -282,6 +329,11 @@ type doFunc struct {
 	transport.Transport
 	do func(ctx context.Context, ops []transport.Op, res []transport.Result) error
 }
+
+// Capabilities are the client's, through every wrapper below (embedding
+// transport.Transport alone would hide them, and the suite would skip the
+// parts a mutant breaks).
+func (d doFunc) Capabilities() transport.Capabilities { return transport.CapabilitiesOf(d.Transport) }
 
 func (d doFunc) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
 	return d.do(ctx, ops, res)
@@ -392,22 +444,85 @@ func one(c transport.Transport, op transport.Op) transport.Result {
 	return res[0]
 }
 
+// minimal is a transport of the three required ops over a memory client:
+// it implements the ops of have (none by default: declare them with
+// declared), answers every other op with transport.CheckFor's error, and
+// has none of the client's optional interfaces.
+// apply, when set, rewrites an op the transport lacks and says whether to
+// send it anyway (a broken transport).
+type minimal struct {
+	c     transport.Transport
+	have  transport.Capabilities
+	apply func(op *transport.Op) bool
+}
+
+func (m minimal) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
+	var (
+		send []transport.Op
+		at   []int // send[j] is ops[at[j]]
+	)
+	for i := range ops {
+		op := ops[i]
+		if err := transport.CheckFor(&op, m.have); err != nil {
+			if m.apply == nil || errors.Is(err, transport.ErrInvalidOp) || !m.apply(&op) {
+				res[i] = transport.Result{Err: err}
+				continue
+			}
+		}
+		send, at = append(send, op), append(at, i)
+	}
+	sent := make([]transport.Result, len(send))
+	if err := m.c.Do(ctx, send, sent); err != nil {
+		return transport.Fail(res, err)
+	}
+	for j, i := range at {
+		res[i] = sent[j]
+	}
+	return nil
+}
+
+func (m minimal) Close() error { return m.c.Close() }
+
+// declared declares capabilities its transport does not have.
+type declared struct {
+	transport.Transport
+	caps transport.Capabilities
+}
+
+func (d declared) Capabilities() transport.Capabilities { return d.caps }
+
 type noClose struct{ transport.Transport }
 
 func (noClose) Close() error { return nil }
+
+func (n noClose) Capabilities() transport.Capabilities { return transport.CapabilitiesOf(n.Transport) }
 
 type runIDPerClient struct {
 	transport.Transport
 	id string
 }
 
+func (r runIDPerClient) Capabilities() transport.Capabilities {
+	return transport.CapabilitiesOf(r.Transport)
+}
+
 func (r runIDPerClient) ServerInfo(context.Context) (transport.ServerInfo, error) {
 	return transport.ServerInfo{RunID: r.id}, nil
 }
 
-// epochPerCall is an Epocher whose epoch moves on every read.
+func (r runIDPerClient) Epoch() uint64 { return r.Transport.(transport.ServerReporter).Epoch() }
+
+// epochPerCall is a ServerReporter whose epoch moves on every read.
 type epochPerCall struct{ transport.Transport }
 
 var epochs atomic.Uint64
 
 func (epochPerCall) Epoch() uint64 { return epochs.Add(1) }
+
+func (e epochPerCall) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
+	return e.Transport.(transport.ServerReporter).ServerInfo(ctx)
+}
+
+func (e epochPerCall) Capabilities() transport.Capabilities {
+	return transport.CapabilitiesOf(e.Transport)
+}
