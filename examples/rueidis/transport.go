@@ -107,10 +107,10 @@ type Transport struct {
 }
 
 var (
-	_ transport.Transport    = (*Transport)(nil)
-	_ transport.InfoReporter = (*Transport)(nil)
-	_ transport.Epocher      = (*Transport)(nil)
-	_ transport.Namer        = (*Transport)(nil)
+	_ transport.Transport      = (*Transport)(nil)
+	_ transport.ServerReporter = (*Transport)(nil)
+	_ transport.Capabler       = (*Transport)(nil)
+	_ transport.Namer          = (*Transport)(nil)
 )
 
 // New checks cfg and makes the transport. It tries to connect once (for at
@@ -217,6 +217,12 @@ func (t *Transport) dialing() bool {
 
 // Name is the master's address, for error messages.
 func (t *Transport) Name() string { return t.name }
+
+// Capabilities declares the optional ops: fencing and multi-key locks are
+// both implemented (scriptFor, command).
+func (t *Transport) Capabilities() transport.Capabilities {
+	return transport.Fencing | transport.MultiKey
+}
 
 // Epoch changes every time the transport dials the master, which it must
 // after the master process restarted (its old connection dies with it).
