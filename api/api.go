@@ -31,17 +31,19 @@ import (
 type Locker interface {
 	// Lock takes the lock on key, retrying with randomized exponential
 	// backoff until it is held, the retry budget (Options.Retry) is spent,
-	// or ctx ends. Options given here override the engine's for this lock
-	// (TTL, DriftFactor, Retry, MaxExtensions).
-	Lock(ctx context.Context, key string, opts ...Option) (Lock, error)
+	// or ctx ends. Options given here override the engine's for this lock.
+	// A key is 1 to 1024 bytes and must not start with "redlock-fence:",
+	// the prefix of the fencing counters.
+	Lock(ctx context.Context, key string, opts ...LockOption) (Lock, error)
 	// TryLock makes exactly one attempt.
-	TryLock(ctx context.Context, key string, opts ...Option) (Lock, error)
-	// LockAll takes several keys as one lock, all or nothing: on each master
-	// either every key is set or none is. Released and extended together.
-	// It waits like Lock; fencing does not apply to multi-key locks.
-	LockAll(ctx context.Context, keys []string, opts ...Option) (Lock, error)
+	TryLock(ctx context.Context, key string, opts ...LockOption) (Lock, error)
+	// LockAll takes several keys (1 to 64, each listed once) as one lock,
+	// all or nothing: on each master either every key is set or none is.
+	// Released and extended together. It waits like Lock; fencing does not
+	// apply to multi-key locks (WithFencing(true) is refused).
+	LockAll(ctx context.Context, keys []string, opts ...LockOption) (Lock, error)
 	// TryLockAll is LockAll with exactly one attempt.
-	TryLockAll(ctx context.Context, keys []string, opts ...Option) (Lock, error)
+	TryLockAll(ctx context.Context, keys []string, opts ...LockOption) (Lock, error)
 	// Close stops the engine: operations in progress fail with ErrClosed,
 	// and every actor, timer, goroutine and connection is stopped. Locks
 	// still held stay on the masters until they expire.

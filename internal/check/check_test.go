@@ -1,0 +1,95 @@
+package check_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/internal/check"
+	"github.com/quorumlock/redlock/transport"
+)
+
+// TestWhole: the rules no single option can check, each with the hint that
+// says what to fix, for the engine and for one lock of it.
+func TestWhole(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		engine []api.Option
+		lock   []api.LockOption
+		hint   string
+	}{
+		{"ttl too short for drift", []api.Option{api.WithTTL(2 * time.Millisecond)}, nil, "use a ttl of at least 4ms"},
+		{"drift raised over a short ttl", []api.Option{api.WithTTL(5 * time.Millisecond)}, []api.LockOption{api.WithDriftFactor(0.49)}, "use a ttl of at least 6ms"},
+		{"ttl over the quarantine", []api.Option{api.WithRestartQuarantine(time.Second), api.WithTTL(2 * time.Second)}, nil, "raise the quarantine with WithRestartQuarantine"},
+		{"lock ttl over the default quarantine", nil, []api.LockOption{api.WithTTL(11 * time.Second)}, "longer than the restart quarantine 10s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := check.Engine(tc.engine)
+			if tc.lock != nil {
+				if err != nil {
+					t.Fatalf("engine options: %v", err)
+				}
+				_, err = check.Lock(o, tc.lock)
+			}
+			if !errors.Is(err, api.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.hint) {
+				t.Fatalf("got %v; want an invalid-argument error saying %q", err, tc.hint)
+			}
+		})
+	}
+}
+
+// TestEngineDefaults: no options give DefaultOptions with the quarantine
+// period set to the TTL; a lock with no options of its own gets the
+// engine's; a nil option is skipped; a TTL is rounded up to whole ms.
+func TestEngineDefaults(t *testing.T) {
+	o, err := check.Engine([]api.Option{nil, api.WithTTL(1500*time.Millisecond - 999*time.Microsecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := api.DefaultOptions()
+	want.TTL = 1500 * time.Millisecond
+	want.Quarantine.Period = want.TTL
+	if o != want {
+		t.Fatalf("got %+v, want %+v", o, want)
+	}
+	if l, err := check.Lock(o, []api.LockOption{nil}); err != nil || l != o {
+		t.Fatalf("lock with a nil option: %v, %+v", err, l)
+	}
+}
+
+// FuzzKeys checks Key and Keys against their definition on arbitrary keys
+// (newline-separated for Keys).
+func FuzzKeys(f *testing.F) {
+	for _, s := range []string{"", "k", "inventory:sku-42", "a\nb", "a\na", "a\n\nb", "\n", transport.FencePrefix + "x",
+		"x" + transport.FencePrefix, strings.Repeat("k", check.MaxKeyLen), strings.Repeat("k", check.MaxKeyLen+1),
+		strings.Repeat("k\n", check.MaxKeys), strings.Repeat("k\n", check.MaxKeys+1), "\x00\xff", "ключ\n鍵"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		valid := func(k string) bool {
+			return len(k) >= 1 && len(k) <= check.MaxKeyLen && !strings.HasPrefix(k, transport.FencePrefix)
+		}
+		verify := func(what string, err error, want bool) {
+			t.Helper()
+			if (err == nil) != want {
+				t.Fatalf("%s = %v, want valid=%v", what, err, want)
+			}
+			if err != nil && !errors.Is(err, api.ErrInvalidArgument) {
+				t.Fatalf("%s = %v: does not wrap ErrInvalidArgument", what, err)
+			}
+		}
+		verify("Key", check.Key(s), valid(s))
+		keys := strings.Split(s, "\n")
+		want := len(keys) >= 1 && len(keys) <= check.MaxKeys
+		seen := map[string]bool{}
+		for _, k := range keys {
+			if !valid(k) || seen[k] {
+				want = false
+			}
+			seen[k] = true
+		}
+		verify("Keys", check.Keys(keys), want)
+	})
+}
