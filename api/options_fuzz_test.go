@@ -3,11 +3,13 @@ package api_test
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/quorumlock/redlock/api"
 	"github.com/quorumlock/redlock/internal/check"
+	"github.com/quorumlock/redlock/transport"
 )
 
 // FuzzOptions applies arbitrary values through every With* option, as the
@@ -86,5 +88,41 @@ func FuzzOptions(f *testing.F) {
 		if err != nil || again != o {
 			t.Fatalf("the engine's own lock options again: %v, %+v -> %+v", err, o, again)
 		}
+	})
+}
+
+// FuzzCheckKeys checks the keys Lock and LockAll accept (check.Key and
+// check.Keys) against their definition on the Locker methods, on arbitrary
+// keys (newline-separated for LockAll).
+func FuzzCheckKeys(f *testing.F) {
+	for _, s := range []string{"", "k", "inventory:sku-42", "a\nb", "a\na", "a\n\nb", "\n", transport.FencePrefix + "x",
+		"x" + transport.FencePrefix, strings.Repeat("k", check.MaxKeyLen), strings.Repeat("k", check.MaxKeyLen+1),
+		strings.Repeat("k\n", check.MaxKeys), strings.Repeat("k\n", check.MaxKeys+1), "\x00\xff", "ключ\n鍵"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		valid := func(k string) bool {
+			return len(k) >= 1 && len(k) <= check.MaxKeyLen && !strings.HasPrefix(k, transport.FencePrefix)
+		}
+		verify := func(what string, err error, want bool) {
+			t.Helper()
+			if (err == nil) != want {
+				t.Fatalf("%s = %v, want valid=%v", what, err, want)
+			}
+			if err != nil && !errors.Is(err, api.ErrInvalidArgument) {
+				t.Fatalf("%s = %v: does not wrap ErrInvalidArgument", what, err)
+			}
+		}
+		verify("Key", check.Key(s), valid(s))
+		keys := strings.Split(s, "\n")
+		want := len(keys) >= 1 && len(keys) <= check.MaxKeys
+		seen := map[string]bool{}
+		for _, k := range keys {
+			if !valid(k) || seen[k] {
+				want = false
+			}
+			seen[k] = true
+		}
+		verify("Keys", check.Keys(keys), want)
 	})
 }

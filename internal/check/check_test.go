@@ -8,7 +8,6 @@ import (
 
 	"github.com/quorumlock/redlock/api"
 	"github.com/quorumlock/redlock/internal/check"
-	"github.com/quorumlock/redlock/transport"
 )
 
 // TestWhole: the rules no single option can check, each with the hint that
@@ -57,39 +56,4 @@ func TestEngineDefaults(t *testing.T) {
 	if l, err := check.Lock(o, []api.LockOption{nil}); err != nil || l != o {
 		t.Fatalf("lock with a nil option: %v, %+v", err, l)
 	}
-}
-
-// FuzzKeys checks Key and Keys against their definition on arbitrary keys
-// (newline-separated for Keys).
-func FuzzKeys(f *testing.F) {
-	for _, s := range []string{"", "k", "inventory:sku-42", "a\nb", "a\na", "a\n\nb", "\n", transport.FencePrefix + "x",
-		"x" + transport.FencePrefix, strings.Repeat("k", check.MaxKeyLen), strings.Repeat("k", check.MaxKeyLen+1),
-		strings.Repeat("k\n", check.MaxKeys), strings.Repeat("k\n", check.MaxKeys+1), "\x00\xff", "ключ\n鍵"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		valid := func(k string) bool {
-			return len(k) >= 1 && len(k) <= check.MaxKeyLen && !strings.HasPrefix(k, transport.FencePrefix)
-		}
-		verify := func(what string, err error, want bool) {
-			t.Helper()
-			if (err == nil) != want {
-				t.Fatalf("%s = %v, want valid=%v", what, err, want)
-			}
-			if err != nil && !errors.Is(err, api.ErrInvalidArgument) {
-				t.Fatalf("%s = %v: does not wrap ErrInvalidArgument", what, err)
-			}
-		}
-		verify("Key", check.Key(s), valid(s))
-		keys := strings.Split(s, "\n")
-		want := len(keys) >= 1 && len(keys) <= check.MaxKeys
-		seen := map[string]bool{}
-		for _, k := range keys {
-			if !valid(k) || seen[k] {
-				want = false
-			}
-			seen[k] = true
-		}
-		verify("Keys", check.Keys(keys), want)
-	})
 }
