@@ -194,7 +194,8 @@ func WithDriftFactor(f float64) LockOption {
 	}}
 }
 
-// WithMasterTimeout sets the engine-wide bound on one master's answer.
+// WithMasterTimeout sets the engine-wide bound on one master's answer; it
+// must be positive.
 func WithMasterTimeout(d time.Duration) Option {
 	return setting(func(o *Options) error {
 		if d <= 0 {
@@ -205,7 +206,9 @@ func WithMasterTimeout(d time.Duration) Option {
 	})
 }
 
-// WithRetry replaces the retry budget and backoff shape.
+// WithRetry replaces the retry budget and backoff shape. InitialInterval
+// must be positive, MaxInterval at least InitialInterval, Multiplier at
+// least 1 and RandomizationFactor in [0, 1].
 func WithRetry(r Retry) LockOption {
 	return lockSetting{func(o *Options) error {
 		if err := r.check(); err != nil {
@@ -257,7 +260,8 @@ func WithCoordinators(n int) Option {
 	})
 }
 
-// WithBatching sets the node actors' batch size and batches in flight.
+// WithBatching sets the node actors' batch size and batches in flight,
+// both at least 1.
 func WithBatching(maxBatch, maxInFlight int) Option {
 	return setting(func(o *Options) error {
 		if maxBatch < 1 || maxInFlight < 1 {
