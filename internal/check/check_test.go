@@ -10,6 +10,25 @@ import (
 	"github.com/quorumlock/redlock/internal/check"
 )
 
+// TestEngineDefaults: no options give DefaultOptions with the quarantine
+// period set to the TTL; a lock with no options of its own gets the
+// engine's; a nil option is skipped; a TTL is rounded up to whole ms.
+func TestEngineDefaults(t *testing.T) {
+	o, err := check.Engine([]api.Option{nil, api.WithTTL(1500*time.Millisecond - 999*time.Microsecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := api.DefaultOptions()
+	want.TTL = 1500 * time.Millisecond
+	want.Quarantine.Period = want.TTL
+	if o != want {
+		t.Fatalf("got %+v, want %+v", o, want)
+	}
+	if l, err := check.Lock(o, []api.LockOption{nil}); err != nil || l != o {
+		t.Fatalf("lock with a nil option: %v, %+v", err, l)
+	}
+}
+
 // TestWhole: the rules no single option can check, each with the hint that
 // says what to fix, for the engine and for one lock of it.
 func TestWhole(t *testing.T) {
@@ -36,24 +55,5 @@ func TestWhole(t *testing.T) {
 				t.Fatalf("got %v; want an invalid-argument error saying %q", err, tc.hint)
 			}
 		})
-	}
-}
-
-// TestEngineDefaults: no options give DefaultOptions with the quarantine
-// period set to the TTL; a lock with no options of its own gets the
-// engine's; a nil option is skipped; a TTL is rounded up to whole ms.
-func TestEngineDefaults(t *testing.T) {
-	o, err := check.Engine([]api.Option{nil, api.WithTTL(1500*time.Millisecond - 999*time.Microsecond)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := api.DefaultOptions()
-	want.TTL = 1500 * time.Millisecond
-	want.Quarantine.Period = want.TTL
-	if o != want {
-		t.Fatalf("got %+v, want %+v", o, want)
-	}
-	if l, err := check.Lock(o, []api.LockOption{nil}); err != nil || l != o {
-		t.Fatalf("lock with a nil option: %v, %+v", err, l)
 	}
 }
