@@ -14,7 +14,9 @@ const MaxMasters = 64
 // defaults (DefaultOptions), changed by the Option and LockOption values
 // given to the engine and to Lock. It documents each setting and its
 // default; engine.Engine.Options reports the engine's. Options are set only
-// through the With* functions, which is where each value is checked.
+// through the With* functions: each checks its own value, and the engine
+// checks how they go together (a TTL too short for its drift allowance, or
+// longer than the restart quarantine) when it applies them.
 type Options struct {
 	// TTL is how long a lock lives on the masters unless extended. Default 10s.
 	TTL time.Duration
