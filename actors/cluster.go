@@ -1,5 +1,12 @@
-// Package actors holds the engine's moving parts: one node actor per master
-// and a few coordinator actors sharded by key, on protoactor-go.
+// Package actors is the engine's machinery, not an API: users need package
+// api (Locker, Lock, options, errors) and package engine (the constructors),
+// and nothing here. It is a package of its own, at the top level, so that
+// the moving parts can be read and tested apart from the engine's handle
+// code; its exported names exist for package engine and may change in any
+// release.
+//
+// It holds one node actor per master and a few coordinator actors sharded
+// by key, on protoactor-go.
 //
 // The path of one call: the caller submits a *Call to the coordinator of its
 // key's shard; the coordinator sends one opRequest to every node actor at

@@ -46,7 +46,7 @@ const cleanupMaxWait = time.Second
 // call's own value, so it must not count as "taken".
 var errOwnLeftover = errors.New("refused, possibly by this call's own earlier attempt whose release did not get through")
 
-// waitQueue is the local line for one key (design §6): one contender runs
+// waitQueue is the local line for one key (README, "Lock lifetime"): one contender runs
 // attempts, the others wait their turn, first come first served.
 type waitQueue struct {
 	contender *Call
@@ -257,7 +257,7 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 				c.failAttempt(ctx, call, api.ErrQuorumUnreachable, "a majority granted, but too late: the validity was used up")
 			case call.phase == phaseAcquiring && call.Fenced:
 				// The token is the largest a majority granted; it is only
-				// safe once a majority confirms it (design §4). A master
+				// safe once a majority confirms it (README, "Guarantees, and their limits"). A master
 				// confirms only a token above its count, or equal to a
 				// count this value owns, so two confirming majorities meet
 				// on a master that refuses the smaller token of the later

@@ -12,7 +12,7 @@ import (
 	"github.com/quorumlock/redlock/transport"
 )
 
-// quarantine keeps a restarted master from voting (design §3). A master
+// quarantine keeps a restarted master from voting (README, "Guarantees, and their limits"). A master
 // that restarted without persistence has forgotten its locks; if it voted
 // at once, a second client could reach a majority while the first still
 // holds the lock. So a master votes only once it has been up for period,

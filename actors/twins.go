@@ -12,7 +12,8 @@ import (
 // SameServerError is the error for masters i and j (0-based), named a and
 // b, that turned out to be one server process with run id runID: two names
 // for one host, two database numbers, a proxy and the server behind it. One
-// process must never supply two votes (design §3).
+// process must never supply two votes: the masters must be independent
+// (README, "Guarantees, and their limits").
 func SameServerError(i, j int, a, b, runID string) error {
 	return fmt.Errorf("%w: masters %d (%q) and %d (%q) are one server (run_id %s): a server counted twice would vote twice; list each once",
 		api.ErrInvalidArgument, i+1, a, j+1, b, runID)

@@ -3,6 +3,16 @@
 // builds a Locker; this package has no dependencies beyond the standard
 // library, so code that only takes or passes locks imports nothing else.
 //
+// # Options
+//
+// Option values configure an engine (engine.New, NewWithTransports,
+// NewMemory); LockOption values configure one lock (Lock, TryLock, LockAll,
+// TryLockAll) over the engine's settings. A per-lock option, such as
+// WithTTL, is both: given to the engine it sets the default for its locks.
+// An engine-wide option, such as WithMasterTimeout, is only an Option, so
+// passing it to Lock does not compile. Options documents every setting and
+// its default.
+//
 // # Guarantees
 //
 // A Lock is held by one owner at a time for as long as its validity lasts
@@ -20,6 +30,21 @@
 // it), ErrQuorumUnreachable ("masters down": too few masters answered),
 // ErrNotHeld, ErrInvalidArgument or ErrClosed, or the context's own error;
 // the *Error it comes in says what each master answered.
+//
+// # The Lock handle is an interface
+//
+// Lock (like Locker) is an interface, not a concrete type, on purpose. The
+// handle's state (its timers, the calls it sends to the masters) lives in
+// package engine, and this package must stay free of the engine and its
+// dependencies: a concrete type here could only wrap an interface of the
+// same methods, so the contract would be the same and a layer longer. An
+// interface also lets a Locker be wrapped (metrics, tracing) by code that
+// returns wrapped Locks. The price is that a method added to Lock breaks
+// types that implement it outside this module. So: a test fake should
+// embed api.Lock (or api.Locker) and override only what it needs, as
+// methods added later are then promoted from the embedded value; and
+// engine.NewMemory is a real, in-process Locker for tests that need no
+// fake at all.
 package api
 
 import (
@@ -31,17 +56,19 @@ import (
 type Locker interface {
 	// Lock takes the lock on key, retrying with randomized exponential
 	// backoff until it is held, the retry budget (Options.Retry) is spent,
-	// or ctx ends. Options given here override the engine's for this lock
-	// (TTL, DriftFactor, Retry, MaxExtensions).
-	Lock(ctx context.Context, key string, opts ...Option) (Lock, error)
+	// or ctx ends. Options given here override the engine's for this lock.
+	// A key is 1 to 1024 bytes and must not start with "redlock-fence:",
+	// the prefix of the fencing counters.
+	Lock(ctx context.Context, key string, opts ...LockOption) (Lock, error)
 	// TryLock makes exactly one attempt.
-	TryLock(ctx context.Context, key string, opts ...Option) (Lock, error)
-	// LockAll takes several keys as one lock, all or nothing: on each master
-	// either every key is set or none is. Released and extended together.
-	// It waits like Lock; fencing does not apply to multi-key locks.
-	LockAll(ctx context.Context, keys []string, opts ...Option) (Lock, error)
+	TryLock(ctx context.Context, key string, opts ...LockOption) (Lock, error)
+	// LockAll takes several keys (1 to 64, each listed once) as one lock,
+	// all or nothing: on each master either every key is set or none is.
+	// Released and extended together. It waits like Lock; fencing does not
+	// apply to multi-key locks (WithFencing(true) is refused).
+	LockAll(ctx context.Context, keys []string, opts ...LockOption) (Lock, error)
 	// TryLockAll is LockAll with exactly one attempt.
-	TryLockAll(ctx context.Context, keys []string, opts ...Option) (Lock, error)
+	TryLockAll(ctx context.Context, keys []string, opts ...LockOption) (Lock, error)
 	// Close stops the engine: operations in progress fail with ErrClosed,
 	// and every actor, timer, goroutine and connection is stopped. Locks
 	// still held stay on the masters until they expire.

@@ -68,21 +68,33 @@ func (a Answer) String() string {
 
 // MasterAnswer is one master's part in an operation.
 type MasterAnswer struct {
+	// Master is the master's name: a Redis master's address, the name the
+	// transport gives itself, or "master N" (1-based) if it gives none.
 	Master string
 	Answer Answer
 	Err    error // set when Answer is Failed
 }
 
-// Error is the error type of every failed Lock, TryLock, Extend and Unlock.
+// Error is the error type of every failure the engine reports: of its
+// constructors, the Locker methods, Extend and Unlock, and the cause in
+// Lock.Err.
 // It wraps a sentinel (or the context's error) and, for a cancelled Lock,
 // also the error of the last attempt, so both errors.Is(err,
 // context.Canceled) and errors.Is(err, ErrNotAcquired) can hold.
 type Error struct {
-	Op       string // "lock", "trylock", "extend", "unlock", "new"
+	// Op names what failed: "new" (engine.New, NewWithTransports,
+	// NewMemory), "lock", "trylock", "lockall", "trylockall" (the Locker
+	// method called), "extend" (Lock.Extend, or an auto-extension), or
+	// "unlock". The cause a Lock's Err reports has Op "lock" when the lock
+	// expired, was released or its engine closed, whichever method took
+	// it, and "extend" when an extension failed.
+	Op string
+	// Key is the lock's key (the first key of a multi-key lock); empty for
+	// "new", and for a LockAll whose list of keys was refused.
 	Key      string
 	Err      error // a sentinel of this package or a context error
 	Last     error // for a cancelled operation: why the last attempt failed
-	Attempts int   // acquisition attempts made (Lock and TryLock)
+	Attempts int   // acquisition attempts made (the Locker methods)
 	Masters  []MasterAnswer
 	Detail   string // extra explanation, e.g. "validity used up by slow masters"
 }

@@ -4,21 +4,19 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strings"
 	"time"
 )
-
-// MaxKeyLen is the longest key the engine accepts, in bytes. Redis itself
-// allows far longer keys, but a lock key is a name, and a bound keeps a bad
-// key (a whole request body, say) from being copied to every master.
-const MaxKeyLen = 1024
 
 // MaxMasters is the largest number of masters one engine drives.
 const MaxMasters = 64
 
-// Options configures an engine, and per call the lock it takes. Start from
-// DefaultOptions; the With* functions change one field each and fail on a
-// bad value.
+// Options is what an engine, and each lock it takes, runs with: the
+// defaults (DefaultOptions), changed by the Option and LockOption values
+// given to the engine and to Lock. It documents each setting and its
+// default; engine.Engine.Options reports the engine's. Options are set only
+// through the With* functions: each checks its own value, and the engine
+// checks how they go together (a TTL too short for its drift allowance, or
+// longer than the restart quarantine) when it applies them.
 type Options struct {
 	// TTL is how long a lock lives on the masters unless extended. Default 10s.
 	TTL time.Duration
@@ -64,7 +62,8 @@ type Options struct {
 	Quarantine Quarantine
 }
 
-// Quarantine is the restart quarantine (design §3): a master that restarted
+// Quarantine is the restart quarantine (README, "Guarantees, and their
+// limits"; ARCHITECTURE.md, "Crash safety on the same path"): a master that restarted
 // without persistence has forgotten its locks, so it must not vote until
 // every lock it may have held has expired, that is for the largest TTL in
 // use after it started. The engine reads each master's run id and uptime on
@@ -119,114 +118,170 @@ func DefaultOptions() Options {
 	}
 }
 
-// Option changes Options and may fail; a failure is an ErrInvalidArgument.
-type Option func(*Options) error
+// Option configures an engine: engine.New, engine.NewWithTransports and
+// engine.NewMemory take it. Every LockOption is an Option too; given to the
+// engine, it sets the default for every lock the engine takes. The rest
+// (WithMasterTimeout, WithLogger, WithCoordinators, WithBatching,
+// WithRestartQuarantine, WithoutRestartQuarantine) configure the whole
+// engine and are not LockOptions, so passing one to Lock does not compile.
+//
+// Options are made only by the With* functions of this package: the
+// interface has unexported methods, so it cannot be implemented elsewhere.
+// A With* function checks its argument when the option is applied; a bad
+// value makes the engine constructor (or Lock) fail with an *Error that
+// wraps ErrInvalidArgument and says what to fix.
+type Option interface {
+	engineOption()
+}
+
+// LockOption configures one lock: Lock, TryLock, LockAll and TryLockAll
+// take it, and it overrides the engine's setting for that lock only. The
+// LockOptions are WithTTL, WithDriftFactor, WithRetry, WithMaxAttempts,
+// WithMaxExtensions, WithFencing and WithAutoExtend.
+type LockOption interface {
+	Option
+	lockOption()
+}
+
+// setting is an engine-wide option: a change to Options that checks its own
+// argument. Apply is exported for the engine, which is another package; the
+// type is not, so neither appears on this package's page.
+type setting func(*Options) error
+
+func (setting) engineOption() {}
+
+// Apply applies the option to o.
+func (s setting) Apply(o *Options) error { return s(o) }
+
+// lockSetting is a setting that also applies to a single lock.
+type lockSetting struct{ setting }
+
+func (lockSetting) lockOption() {}
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
 }
 
+// maxTTL is the longest TTL the masters' PX takes.
+const maxTTL = time.Duration(math.MaxInt32) * time.Millisecond
+
 // WithTTL sets the lock's time to live. It is rounded up to whole
-// milliseconds, the resolution of the masters' PX.
-func WithTTL(ttl time.Duration) Option {
-	return func(o *Options) error {
-		if ttl <= 0 {
+// milliseconds, the resolution of the masters' PX, and must leave at least
+// 1ms of validity after the drift allowance (see Options.DriftFactor).
+func WithTTL(ttl time.Duration) LockOption {
+	return lockSetting{func(o *Options) error {
+		switch {
+		case ttl <= 0:
 			return invalid("ttl %v must be positive", ttl)
+		case ttl > maxTTL:
+			return invalid("ttl %v is too long (at most %v)", ttl, maxTTL)
+		}
+		if r := ttl % time.Millisecond; r != 0 {
+			ttl += time.Millisecond - r
 		}
 		o.TTL = ttl
 		return nil
-	}
+	}}
 }
 
-// WithDriftFactor sets the clock-drift allowance as a share of TTL.
-func WithDriftFactor(f float64) Option {
-	return func(o *Options) error {
+// WithDriftFactor sets the clock-drift allowance as a share of TTL, in
+// [0, 0.5).
+func WithDriftFactor(f float64) LockOption {
+	return lockSetting{func(o *Options) error {
 		if !(f >= 0 && f < 0.5) {
 			return invalid("drift factor %v must be in [0, 0.5)", f)
 		}
 		o.DriftFactor = f
 		return nil
-	}
+	}}
 }
 
-// WithMasterTimeout sets the engine-wide bound on one master's answer.
+// WithMasterTimeout sets the engine-wide bound on one master's answer; it
+// must be positive.
 func WithMasterTimeout(d time.Duration) Option {
-	return func(o *Options) error {
+	return setting(func(o *Options) error {
 		if d <= 0 {
 			return invalid("master timeout %v must be positive", d)
 		}
 		o.MasterTimeout = d
 		return nil
-	}
+	})
 }
 
-// WithRetry replaces the retry budget and backoff shape.
-func WithRetry(r Retry) Option {
-	return func(o *Options) error {
+// WithRetry replaces the retry budget and backoff shape. InitialInterval
+// must be positive, MaxInterval at least InitialInterval, Multiplier at
+// least 1 and RandomizationFactor in [0, 1].
+func WithRetry(r Retry) LockOption {
+	return lockSetting{func(o *Options) error {
+		if err := r.check(); err != nil {
+			return err
+		}
 		o.Retry = r
-		return o.Retry.validate()
-	}
+		return nil
+	}}
 }
 
 // WithMaxAttempts bounds the attempts of Lock (0: until the context ends).
-func WithMaxAttempts(n int) Option {
-	return func(o *Options) error {
-		if n < 0 {
-			return invalid("max attempts %d must be >= 0 (0 means until the context ends)", n)
+func WithMaxAttempts(n int) LockOption {
+	return lockSetting{func(o *Options) error {
+		if err := checkMaxAttempts(n); err != nil {
+			return err
 		}
 		o.Retry.MaxAttempts = n
 		return nil
-	}
+	}}
 }
 
-// WithMaxExtensions bounds the extensions of one lock.
-func WithMaxExtensions(n int) Option {
-	return func(o *Options) error {
+// WithMaxExtensions bounds the extensions of one lock (0 forbids them).
+func WithMaxExtensions(n int) LockOption {
+	return lockSetting{func(o *Options) error {
 		if n < 0 {
 			return invalid("max extensions %d must be >= 0", n)
 		}
 		o.MaxExtensions = n
 		return nil
-	}
+	}}
 }
 
 // WithLogger routes the engine's logs (and protoactor's) to l.
 func WithLogger(l *slog.Logger) Option {
-	return func(o *Options) error {
+	return setting(func(o *Options) error {
 		o.Logger = l
 		return nil
-	}
+	})
 }
 
-// WithCoordinators sets the number of coordinator shards.
+// WithCoordinators sets the number of coordinator shards, 1 to 256.
 func WithCoordinators(n int) Option {
-	return func(o *Options) error {
+	return setting(func(o *Options) error {
 		if n < 1 || n > 256 {
 			return invalid("coordinators %d must be between 1 and 256", n)
 		}
 		o.Coordinators = n
 		return nil
-	}
+	})
 }
 
-// WithBatching sets the node actors' batch size and batches in flight.
+// WithBatching sets the node actors' batch size and batches in flight,
+// both at least 1.
 func WithBatching(maxBatch, maxInFlight int) Option {
-	return func(o *Options) error {
+	return setting(func(o *Options) error {
 		if maxBatch < 1 || maxInFlight < 1 {
 			return invalid("batching (%d ops, %d in flight) must both be at least 1", maxBatch, maxInFlight)
 		}
 		o.MaxBatch, o.MaxInFlight = maxBatch, maxInFlight
 		return nil
-	}
+	})
 }
 
 // WithFencing turns fencing tokens on (or off) for the locks it applies to;
-// see Lock.Token for what tokens guarantee.
-func WithFencing(on bool) Option {
-	return func(o *Options) error {
+// see Lock.Token for what tokens guarantee. Fencing applies to single-key
+// locks: LockAll refuses it.
+func WithFencing(on bool) LockOption {
+	return lockSetting{func(o *Options) error {
 		o.Fencing = on
 		return nil
-	}
+	}}
 }
 
 // WithAutoExtend extends held locks each time the share frac of their
@@ -242,97 +297,52 @@ func WithFencing(on bool) Option {
 // returned. So a slow extension (one that takes more than frac of the
 // validity, possible with frac below 0.5) delays the next one instead of
 // starting it at once: extensions never run back to back.
-func WithAutoExtend(frac float64) Option {
-	return func(o *Options) error {
+func WithAutoExtend(frac float64) LockOption {
+	return lockSetting{func(o *Options) error {
 		if !(frac >= 0 && frac < 1) {
 			return invalid("auto-extend share %v must be in (0, 1), or 0 for off", frac)
 		}
 		o.AutoExtend = frac
 		return nil
-	}
+	}}
 }
 
 // WithRestartQuarantine sets the quarantine period of restarted masters:
-// the largest TTL any client uses on these masters.
+// the largest TTL any client uses on these masters. A lock whose TTL is
+// longer is refused.
 func WithRestartQuarantine(period time.Duration) Option {
-	return func(o *Options) error {
+	return setting(func(o *Options) error {
 		if period <= 0 {
 			return invalid("quarantine period %v must be positive (use WithoutRestartQuarantine to switch it off)", period)
 		}
 		o.Quarantine.Off, o.Quarantine.Period = false, period
 		return nil
-	}
+	})
 }
 
 // WithoutRestartQuarantine switches the restart quarantine off. A master that
 // restarts without its data can then vote at once, and two owners can hold
 // one lock; use it only for masters that keep their data across restarts.
 func WithoutRestartQuarantine() Option {
-	return func(o *Options) error {
+	return setting(func(o *Options) error {
 		o.Quarantine.Off = true
 		return nil
-	}
+	})
 }
 
-// Drift is the allowance subtracted from every validity: TTL*DriftFactor + 2ms.
-func (o *Options) Drift() time.Duration {
-	return time.Duration(float64(o.TTL)*o.DriftFactor) + 2*time.Millisecond
+func checkMaxAttempts(n int) error {
+	if n < 0 {
+		return invalid("max attempts %d must be >= 0 (0 means until the context ends)", n)
+	}
+	return nil
 }
 
-// Validate checks the whole set, including what single options cannot see
-// (a TTL too short for its own drift), and rounds TTL up to milliseconds.
-func (o *Options) Validate() error {
-	if o.TTL <= 0 {
-		return invalid("ttl %v must be positive", o.TTL)
+// check reports what is wrong with r, or nil.
+func (r *Retry) check() error {
+	if err := checkMaxAttempts(r.MaxAttempts); err != nil {
+		return err
 	}
-	if r := o.TTL % time.Millisecond; r != 0 {
-		o.TTL += time.Millisecond - r
-	}
-	if o.TTL > time.Duration(math.MaxInt32)*time.Millisecond {
-		return invalid("ttl %v is too long (at most %v)", o.TTL, time.Duration(math.MaxInt32)*time.Millisecond)
-	}
-	if !(o.DriftFactor >= 0 && o.DriftFactor < 0.5) {
-		return invalid("drift factor %v must be in [0, 0.5)", o.DriftFactor)
-	}
-	if o.TTL-o.Drift() < time.Millisecond {
-		return invalid("ttl %v is too short for its clock-drift allowance %v: use a ttl of at least %v",
-			o.TTL, o.Drift(), minTTL(o.DriftFactor))
-	}
-	if o.MasterTimeout <= 0 {
-		return invalid("master timeout %v must be positive", o.MasterTimeout)
-	}
-	if o.MaxExtensions < 0 {
-		return invalid("max extensions %d must be >= 0", o.MaxExtensions)
-	}
-	if o.Coordinators < 1 || o.Coordinators > 256 {
-		return invalid("coordinators %d must be between 1 and 256", o.Coordinators)
-	}
-	if o.MaxBatch < 1 || o.MaxInFlight < 1 {
-		return invalid("batching (%d ops, %d in flight) must both be at least 1", o.MaxBatch, o.MaxInFlight)
-	}
-	if !(o.AutoExtend >= 0 && o.AutoExtend < 1) {
-		return invalid("auto-extend share %v must be in (0, 1), or 0 for off", o.AutoExtend)
-	}
-	if q := o.Quarantine; !q.Off {
-		if q.Period < 0 || q.CheckInterval <= 0 {
-			return invalid("quarantine period %v and check interval %v must be positive", q.Period, q.CheckInterval)
-		}
-		if q.Period > 0 && o.TTL > q.Period {
-			return invalid("ttl %v is longer than the restart quarantine %v: a restarted master could vote while it still owed this lock; raise the quarantine with WithRestartQuarantine", o.TTL, q.Period)
-		}
-	}
-	return o.Retry.validate()
-}
-
-// minTTL is the smallest TTL whose validity can be at least 1ms.
-func minTTL(f float64) time.Duration {
-	return time.Duration(math.Ceil(3/(1-f))) * time.Millisecond
-}
-
-func (r *Retry) validate() error {
 	switch {
-	case r.MaxAttempts < 0:
-		return invalid("retry: max attempts %d must be >= 0", r.MaxAttempts)
 	case r.InitialInterval <= 0:
 		return invalid("retry: initial interval %v must be positive", r.InitialInterval)
 	case r.MaxInterval < r.InitialInterval:
@@ -341,48 +351,6 @@ func (r *Retry) validate() error {
 		return invalid("retry: multiplier %v must be at least 1", r.Multiplier)
 	case !(r.RandomizationFactor >= 0 && r.RandomizationFactor <= 1):
 		return invalid("retry: randomization factor %v must be in [0, 1]", r.RandomizationFactor)
-	}
-	return nil
-}
-
-// FencePrefix starts the names of fencing counters on the masters; lock
-// keys must not start with it.
-const FencePrefix = "redlock-fence:"
-
-// MaxKeys is the most keys one multi-key lock may have.
-const MaxKeys = 64
-
-// CheckKey reports why key cannot be a lock key, or nil.
-func CheckKey(key string) error {
-	if key == "" {
-		return invalid("empty key: give the lock a name")
-	}
-	if len(key) > MaxKeyLen {
-		return invalid("key of %d bytes is longer than the %d-byte limit: use a shorter name (a hash of a long one)", len(key), MaxKeyLen)
-	}
-	if strings.HasPrefix(key, FencePrefix) {
-		return invalid("key %q starts with %q, which names fencing counters: choose another name", key, FencePrefix)
-	}
-	return nil
-}
-
-// CheckKeys reports why keys cannot be the keys of one multi-key lock.
-func CheckKeys(keys []string) error {
-	if len(keys) == 0 {
-		return invalid("no keys: give at least one")
-	}
-	if len(keys) > MaxKeys {
-		return invalid("%d keys: at most %d in one lock", len(keys), MaxKeys)
-	}
-	seen := make(map[string]struct{}, len(keys))
-	for _, k := range keys {
-		if err := CheckKey(k); err != nil {
-			return err
-		}
-		if _, dup := seen[k]; dup {
-			return invalid("key %q is listed twice: list each key once", k)
-		}
-		seen[k] = struct{}{}
 	}
 	return nil
 }

@@ -46,11 +46,11 @@ type Client interface {
 
 // Engine adapts an api.Locker (the engine) to Client. opts are passed to
 // every Lock and TryLock.
-func Engine(l api.Locker, opts ...api.Option) Client { return engineClient{l: l, opts: opts} }
+func Engine(l api.Locker, opts ...api.LockOption) Client { return engineClient{l: l, opts: opts} }
 
 type engineClient struct {
 	l    api.Locker
-	opts []api.Option
+	opts []api.LockOption
 }
 
 func (c engineClient) Cycle(ctx context.Context, key string, wait bool) error {

@@ -30,8 +30,8 @@ func untilVoting(t *testing.T, e *engine.Engine, within time.Duration) {
 	}
 }
 
-// The scenario of design §3: a lock held on A, B and C of five; C restarts
-// empty. With the quarantine, a second engine cannot reach a majority for
+// The scenario of the restart quarantine (README, "Guarantees, and their
+// limits"): a lock held on A, B and C of five; C restarts empty. With the quarantine, a second engine cannot reach a majority for
 // the key until C's quarantine has passed; without it, it can at once, and
 // two owners hold one lock: the failure the quarantine prevents, and the
 // proof that this test can fail.

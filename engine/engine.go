@@ -22,6 +22,7 @@ import (
 
 	"github.com/quorumlock/redlock/actors"
 	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/internal/check"
 	"github.com/quorumlock/redlock/transport"
 	"github.com/quorumlock/redlock/transport/memory"
 	"github.com/quorumlock/redlock/transport/redis"
@@ -60,7 +61,7 @@ var _ api.Locker = (*Engine)(nil)
 // is down costs its vote until it is back, and Lock reports
 // ErrQuorumUnreachable while too few are up.
 func New(masters []string, opts ...api.Option) (*Engine, error) {
-	o, err := options(opts)
+	o, err := check.Engine(opts)
 	if err != nil {
 		return nil, newErr(err)
 	}
@@ -112,7 +113,7 @@ func New(masters []string, opts ...api.Option) (*Engine, error) {
 // calls refuse a per-lock one and a multi-key lock, with ErrInvalidArgument
 // naming the masters that lack it.
 func NewWithTransports(ts []transport.Transport, opts ...api.Option) (*Engine, error) {
-	o, err := options(opts)
+	o, err := check.Engine(opts)
 	if err == nil {
 		err = checkTransports(ts)
 	}
@@ -294,25 +295,6 @@ collect:
 	return nil
 }
 
-func options(opts []api.Option) (api.Options, error) {
-	o := api.DefaultOptions()
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt(&o); err != nil {
-			return o, err
-		}
-	}
-	if err := o.Validate(); err != nil {
-		return o, err
-	}
-	if !o.Quarantine.Off && o.Quarantine.Period == 0 {
-		o.Quarantine.Period = o.TTL
-	}
-	return o, nil
-}
-
 func closeAll(ts []transport.Transport) {
 	for _, t := range ts {
 		if t != nil {
@@ -368,27 +350,27 @@ func (e *Engine) Close() error {
 // Lock takes the lock on key, retrying until it is held, the retry budget is
 // spent or ctx ends. Goroutines of this engine that want the same key wait
 // in a local line and contend one at a time, first come first served.
-func (e *Engine) Lock(ctx context.Context, key string, opts ...api.Option) (api.Lock, error) {
+func (e *Engine) Lock(ctx context.Context, key string, opts ...api.LockOption) (api.Lock, error) {
 	return e.acquire(ctx, "lock", key, nil, opts, false)
 }
 
 // TryLock makes one attempt to take the lock on key.
-func (e *Engine) TryLock(ctx context.Context, key string, opts ...api.Option) (api.Lock, error) {
+func (e *Engine) TryLock(ctx context.Context, key string, opts ...api.LockOption) (api.Lock, error) {
 	return e.acquire(ctx, "trylock", key, nil, opts, true)
 }
 
 // LockAll takes every key in keys as one lock, all or nothing.
-func (e *Engine) LockAll(ctx context.Context, keys []string, opts ...api.Option) (api.Lock, error) {
+func (e *Engine) LockAll(ctx context.Context, keys []string, opts ...api.LockOption) (api.Lock, error) {
 	return e.acquireAll(ctx, "lockall", keys, opts, false)
 }
 
 // TryLockAll makes one attempt to take every key in keys as one lock.
-func (e *Engine) TryLockAll(ctx context.Context, keys []string, opts ...api.Option) (api.Lock, error) {
+func (e *Engine) TryLockAll(ctx context.Context, keys []string, opts ...api.LockOption) (api.Lock, error) {
 	return e.acquireAll(ctx, "trylockall", keys, opts, true)
 }
 
-func (e *Engine) acquireAll(ctx context.Context, op string, keys []string, opts []api.Option, once bool) (api.Lock, error) {
-	if err := api.CheckKeys(keys); err != nil {
+func (e *Engine) acquireAll(ctx context.Context, op string, keys []string, opts []api.LockOption, once bool) (api.Lock, error) {
+	if err := check.Keys(keys); err != nil {
 		return nil, &api.Error{Op: op, Err: err}
 	}
 	if len(keys) > 1 {
@@ -402,11 +384,15 @@ func (e *Engine) acquireAll(ctx context.Context, op string, keys []string, opts 
 	return e.acquire(ctx, op, keys[0], append([]string(nil), keys...), opts, once)
 }
 
-func (e *Engine) acquire(ctx context.Context, op, key string, keys []string, opts []api.Option, once bool) (api.Lock, error) {
-	if err := api.CheckKey(key); err != nil {
+func (e *Engine) acquire(ctx context.Context, op, key string, keys []string, opts []api.LockOption, once bool) (api.Lock, error) {
+	if err := check.Key(key); err != nil {
 		return nil, &api.Error{Op: op, Key: key, Err: err}
 	}
-	o, err := e.lockOptions(opts)
+	o := e.opts
+	var err error
+	if len(opts) > 0 {
+		o, err = check.Lock(e.opts, opts)
+	}
 	if err == nil && o.Fencing && keys != nil {
 		err = fmt.Errorf("%w: fencing tokens are per key: take a fenced lock on one key, or leave fencing off for a multi-key lock", api.ErrInvalidArgument)
 	}
@@ -421,9 +407,10 @@ func (e *Engine) acquire(ctx context.Context, op, key string, keys []string, opt
 	}
 	// The handle is made first so that the value can live inside it: one
 	// allocation for both.
-	l := &lock{e: e, key: key, keys: keys, ttl: o.TTL, drift: o.Drift(), maxExt: o.MaxExtensions, auto: o.AutoExtend}
+	drift := check.Drift(&o)
+	l := &lock{e: e, key: key, keys: keys, ttl: o.TTL, drift: drift, maxExt: o.MaxExtensions, auto: o.AutoExtend}
 	l.value = l.newValue()
-	call := actors.NewCall(actors.Acquire, op, key, l.value, o.TTL, o.Drift())
+	call := actors.NewCall(actors.Acquire, op, key, l.value, o.TTL, drift)
 	call.Keys = keys
 	call.Retry = o.Retry
 	call.Fenced = o.Fencing
@@ -443,41 +430,6 @@ func (e *Engine) acquire(ctx context.Context, op, key string, keys []string, opt
 		l.sig.Unlock()
 	}
 	return l, nil
-}
-
-// lockOptions applies per-call options over the engine's, refusing the ones
-// that only make sense for the whole engine.
-func (e *Engine) lockOptions(opts []api.Option) (api.Options, error) {
-	if len(opts) == 0 {
-		return e.opts, nil // before o is taken, whose address escapes below
-	}
-	o := e.opts
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt(&o); err != nil {
-			return o, err
-		}
-	}
-	base := e.opts
-	switch {
-	case o.MasterTimeout != base.MasterTimeout:
-		return o, engineOnly("master timeout")
-	case o.Logger != base.Logger:
-		return o, engineOnly("logger")
-	case o.Coordinators != base.Coordinators:
-		return o, engineOnly("coordinators")
-	case o.MaxBatch != base.MaxBatch || o.MaxInFlight != base.MaxInFlight:
-		return o, engineOnly("batching")
-	case o.Quarantine != base.Quarantine:
-		return o, engineOnly("restart quarantine")
-	}
-	return o, o.Validate()
-}
-
-func engineOnly(what string) error {
-	return fmt.Errorf("%w: the %s option applies to the whole engine: pass it to engine.New, not to a single lock", api.ErrInvalidArgument, what)
 }
 
 // run submits call and waits for it, honouring ctx.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/quorumlock/redlock/api"
 	"github.com/quorumlock/redlock/engine"
+	"github.com/quorumlock/redlock/internal/check"
 	"github.com/quorumlock/redlock/transport"
 	"github.com/quorumlock/redlock/transport/memory"
 	"go.uber.org/goleak"
@@ -307,21 +308,22 @@ func TestBadInput(t *testing.T) {
 	lockCases := []struct {
 		name string
 		key  string
-		opts []api.Option
+		opts []api.LockOption
 		hint string
 	}{
 		{"empty key", "", nil, "empty key"},
-		{"oversized key", strings.Repeat("k", api.MaxKeyLen+1), nil, "limit"},
-		{"zero ttl", "k", []api.Option{api.WithTTL(0)}, "must be positive"},
-		{"negative ttl", "k", []api.Option{api.WithTTL(-time.Second)}, "must be positive"},
-		{"ttl too short for drift", "k", []api.Option{api.WithTTL(2 * time.Millisecond)}, "at least"},
-		{"engine-only option", "k", []api.Option{api.WithMasterTimeout(time.Second)}, "engine.New"},
-		{"bad retry", "k", []api.Option{api.WithRetry(api.Retry{})}, "initial interval"},
-		{"negative attempts", "k", []api.Option{api.WithMaxAttempts(-1)}, "max attempts"},
+		{"oversized key", strings.Repeat("k", check.MaxKeyLen+1), nil, "limit"},
+		{"zero ttl", "k", []api.LockOption{api.WithTTL(0)}, "must be positive"},
+		{"negative ttl", "k", []api.LockOption{api.WithTTL(-time.Second)}, "must be positive"},
+		{"ttl too short for drift", "k", []api.LockOption{api.WithTTL(2 * time.Millisecond)}, "at least"},
+		// An engine-wide option (WithMasterTimeout, ...) given to Lock is
+		// not here: it does not compile (api.TestOptionKinds).
+		{"bad retry", "k", []api.LockOption{api.WithRetry(api.Retry{})}, "initial interval"},
+		{"negative attempts", "k", []api.LockOption{api.WithMaxAttempts(-1)}, "max attempts"},
 	}
 	for _, tc := range lockCases {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, try := range []func(context.Context, string, ...api.Option) (api.Lock, error){e.Lock, e.TryLock} {
+			for _, try := range []func(context.Context, string, ...api.LockOption) (api.Lock, error){e.Lock, e.TryLock} {
 				_, err := try(ctx, tc.key, tc.opts...)
 				var ae *api.Error
 				if !errors.Is(err, api.ErrInvalidArgument) || !errors.As(err, &ae) || !strings.Contains(err.Error(), tc.hint) {

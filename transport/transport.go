@@ -115,7 +115,7 @@ const (
 	// The owner is what makes tokens monotonic: a write-back that also
 	// confirmed "already at least Token" would let a lock whose token came
 	// from masters that missed a newer grant confirm an older token
-	// (design §4; the proof is in SAFETY.md).
+	// (README, "Guarantees, and their limits"; the proof is in SAFETY.md).
 	RaiseFence
 )
 

@@ -115,7 +115,7 @@ type brokenEngine struct{ lockEngine }
 
 type brokenLock struct{ api.Lock }
 
-func (brokenEngine) Lock(context.Context, string, ...api.Option) (api.Lock, error) {
+func (brokenEngine) Lock(context.Context, string, ...api.LockOption) (api.Lock, error) {
 	return brokenLock{}, nil
 }
 

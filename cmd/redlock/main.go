@@ -25,6 +25,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/internal/check"
 )
 
 // Exit statuses.
@@ -164,12 +165,7 @@ func oneLine(err error) string {
 // checkTTL says what is wrong with a --ttl, in the engine's own words
 // (zero, negative, or too short for the drift).
 func checkTTL(ttl time.Duration) error {
-	eo := api.DefaultOptions()
-	err := api.WithTTL(ttl)(&eo)
-	if err == nil {
-		err = eo.Validate()
-	}
-	if err != nil {
+	if _, err := check.Engine([]api.Option{api.WithTTL(ttl)}); err != nil {
 		return fmt.Errorf("--ttl %v: %w", ttl, err)
 	}
 	return nil

@@ -23,6 +23,7 @@ import (
 
 	"github.com/quorumlock/redlock/api"
 	"github.com/quorumlock/redlock/engine"
+	"github.com/quorumlock/redlock/internal/check"
 	"github.com/quorumlock/redlock/transport"
 	"github.com/quorumlock/redlock/transport/redis"
 )
@@ -168,7 +169,7 @@ func (o *runOptions) validate() error {
 	case o.QuarantineSet && o.Quarantine < 0:
 		return fmt.Errorf("--quarantine %v: want 0 (off) or more", o.Quarantine)
 	}
-	if err := api.CheckKey(o.Key); err != nil {
+	if err := check.Key(o.Key); err != nil {
 		return fmt.Errorf("--key: %s", strings.TrimPrefix(err.Error(), api.ErrInvalidArgument.Error()+": "))
 	}
 	if err := checkTTL(o.TTL); err != nil {

@@ -30,7 +30,7 @@
 //     each clipped to its own validity ([Start, min(End, ValidUntil)]): both
 //     acted at once while the engine vouched for both.
 //   - grant-overlap: two grants of one key whose windows [GrantedAt,
-//     min(ValidUntil, ReleasedAt)] overlap (design §9), when their sections
+//     min(ValidUntil, ReleasedAt)] overlap (SAFETY.md, "The checker"), when their sections
 //     did not already overlap.
 //   - token-order: fenced grants of one key, in GrantedAt order, whose
 //     tokens do not strictly increase, unless a Reset (a moment when the

@@ -24,7 +24,7 @@ var (
 type plan struct {
 	kind string
 	hold time.Duration
-	opts []api.Option
+	opts []api.LockOption
 }
 
 func (r *run) plan(rng *rand.Rand) plan {
@@ -34,7 +34,7 @@ func (r *run) plan(rng *rand.Rand) plan {
 		return plan{kind: "long", hold: time.Duration((0.3 + 0.5*rng.Float64()) * ttl)}
 	case x < shareLong+shareExtended:
 		return plan{kind: "extended", hold: time.Duration((1.2 + 1.3*rng.Float64()) * ttl),
-			opts: []api.Option{api.WithAutoExtend(0.5)}}
+			opts: []api.LockOption{api.WithAutoExtend(0.5)}}
 	case x < shareLong+shareExtended+shareOverrun:
 		return plan{kind: "overrun", hold: time.Duration(1.5 * ttl)}
 	}
@@ -58,7 +58,7 @@ func (r *run) client(ctx context.Context, eng api.Locker, e, c int) {
 		// Some calls go without fencing (--unfenced): the plain-SET path,
 		// which fenced calls (a script) never take. --no-fencing: none fenced.
 		fenced := !r.cfg.NoFencing && rng.Float64() >= r.cfg.Unfenced
-		opts := append([]api.Option{api.WithFencing(fenced)}, p.opts...)
+		opts := append([]api.LockOption{api.WithFencing(fenced)}, p.opts...)
 		var (
 			l   api.Lock
 			err error

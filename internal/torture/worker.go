@@ -310,7 +310,7 @@ func (w *worker) probe(ctx context.Context) error {
 func (w *worker) client(ctx context.Context, c int) {
 	rng := rand.New(rand.NewPCG(w.cfg.seed, uint64(0x3000+w.cfg.id)<<32|uint64(c)))
 	holder := "w" + strconv.Itoa(w.cfg.id) + "/c" + strconv.Itoa(c+1)
-	opts := []api.Option{api.WithFencing(w.cfg.fencing)}
+	opts := []api.LockOption{api.WithFencing(w.cfg.fencing)}
 	for ctx.Err() == nil {
 		key := w.cfg.keys[rng.IntN(len(w.cfg.keys))]
 		var (
