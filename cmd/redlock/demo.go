@@ -334,66 +334,6 @@ func ended(ctx context.Context, o demoOptions, err error, fallback *exitError) e
 	return fallback
 }
 
-// probeKey is the key probe locks.
-const probeKey = "redlock-demo:probe"
-
-// probe takes and releases one lock before the shop opens, so that masters
-// that are down are a setup error instead of buyers waiting forever. It
-// tries for 3s, longer while masters answer that they are in restart
-// quarantine: they do that for a moment after every (re)connect until the
-// engine has checked them, and for the quarantine period after they
-// restarted; the latter is announced on log.
-func probe(ctx context.Context, eng lockEngine, log io.Writer) error {
-	start := time.Now()
-	deadline := start.Add(3 * time.Second)
-	announced := false
-	for {
-		lk, err := eng.TryLock(ctx, probeKey)
-		if err == nil {
-			uctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			defer cancel()
-			return lk.Unlock(uctx)
-		}
-		if q := eng.Options().Quarantine; !q.Off {
-			if n := quarantined(err); n > 0 {
-				// A master that restarted before we started votes again
-				// within the period (uptime is read in whole seconds).
-				if d := start.Add(q.Period + 3*time.Second); deadline.Before(d) {
-					deadline = d
-				}
-				if !announced && time.Since(start) > time.Second {
-					announced = true
-					fmt.Fprintf(log, "redlock demo: waiting up to %v for %d of %d masters to end their restart quarantine: a master that restarted may have lost locks, so it does not vote until they expired\n",
-						time.Until(deadline).Round(time.Second), n, len(eng.Masters()))
-				}
-			}
-		}
-		if !time.Now().Before(deadline) || ctx.Err() != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// quarantined counts the masters that answered err's last attempt with
-// "in restart quarantine".
-func quarantined(err error) int {
-	var ae *api.Error
-	if !errors.As(err, &ae) {
-		return 0
-	}
-	n := 0
-	for _, m := range ae.Masters {
-		if errors.Is(m.Err, api.ErrQuarantined) {
-			n++
-		}
-	}
-	return n
-}
-
 // shop is one run of the workload: the inventory and what was sold.
 type shop struct {
 	o    demoOptions
