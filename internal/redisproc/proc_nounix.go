@@ -10,6 +10,8 @@ import (
 // sysProcAttr: nothing to add off Unix; Stop is the only guard.
 func sysProcAttr() *syscall.SysProcAttr { return nil }
 
-// pauseSignal and resumeSignal: there is no SIGSTOP off Unix, so Pause and
-// Resume fail with errors.ErrUnsupported.
+// CanPause reports whether Pause and Resume work here: there is no SIGSTOP
+// off Unix, so they fail with errors.ErrUnsupported.
+const CanPause = false
+
 var pauseSignal, resumeSignal os.Signal
