@@ -66,15 +66,18 @@ var (
 func latencyPlot(r *benchReport) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("cycle latency (%s cycles)", num(r.Cycles))
-	p.X.Label.Text = "latency (ms, log scale)"
 	p.Y.Label.Text = "cycles"
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Y.Tick.Marker = shortTicks{}
 	bins := logBins(r.hist, 60)
 	if len(bins) == 0 {
+		// No cycle finished: an empty panel. A log scale over no data
+		// would span -1 to 1, which gonum refuses with a panic.
+		p.X.Label.Text = "latency (ms): no cycle finished"
 		return p, nil
 	}
+	p.X.Label.Text = "latency (ms, log scale)"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	h := &plotter.Histogram{Bins: bins, FillColor: barColor, LineStyle: plotter.DefaultLineStyle}
 	h.LineStyle.Width = vg.Points(0.5)
 	p.Add(h)
