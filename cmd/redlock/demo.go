@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -328,6 +329,43 @@ func ended(ctx context.Context, o demoOptions, err error, fallback *exitError) e
 	}
 	return fallback
 }
+
+func (s *shop) report() runReport {
+	var r runReport
+	for p := range s.stock {
+		r.Sold += s.sold[p].Load()
+		r.InStock += s.stock[p].Load()
+	}
+	// Items sold beyond what existed: sold + left - what the shop had.
+	r.Oversold = max(0, r.Sold+r.InStock-int64(s.o.Products)*int64(s.o.Stock))
+	r.Overlaps = s.overlaps.Load()
+	r.elapsed = s.elapsed
+	r.ElapsedMS = ms(s.elapsed)
+	return r
+}
+
+func (s *shop) lockedReport() lockedReport {
+	r := lockedReport{runReport: s.report(), Cycles: int64(len(s.durations)), Errors: s.errs}
+	if s.elapsed > 0 {
+		r.CyclesPerSec = math.Round(float64(r.Cycles)/s.elapsed.Seconds()*10) / 10
+	}
+	slices.Sort(s.durations)
+	r.p50, r.p99 = percentile(s.durations, 0.50), percentile(s.durations, 0.99)
+	r.P50MS, r.P99MS = ms(r.p50), ms(r.p99)
+	return r
+}
+
+// percentile is the nearest-rank q-quantile of sorted d.
+func percentile(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(d)))) - 1
+	return d[min(max(i, 0), len(d)-1)]
+}
+
+// ms is d in milliseconds, to the microsecond.
+func ms(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
 
 func printReport(w io.Writer, r *demoReport) {
 	where := fmt.Sprintf("%d embedded in-memory masters", r.Masters)

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"runtime"
-	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,7 +47,7 @@ func newShop(o demoOptions) *shop {
 		soldOut: make([]atomic.Bool, o.Products),
 	}
 	for p := range s.keys {
-		s.keys[p] = "stock:" + strconv.Itoa(p+1)
+		s.keys[p] = fmt.Sprintf("stock:%d", p+1)
 		s.stock[p].Store(int64(o.Stock))
 	}
 	s.open.Store(int64(o.Products))
@@ -176,40 +173,3 @@ func (s *shop) lockedPurchase(ctx context.Context, l api.Locker, p int, errs *er
 		}
 	}
 }
-
-func (s *shop) report() runReport {
-	var r runReport
-	for p := range s.stock {
-		r.Sold += s.sold[p].Load()
-		r.InStock += s.stock[p].Load()
-	}
-	// Items sold beyond what existed: sold + left - what the shop had.
-	r.Oversold = max(0, r.Sold+r.InStock-int64(s.o.Products)*int64(s.o.Stock))
-	r.Overlaps = s.overlaps.Load()
-	r.elapsed = s.elapsed
-	r.ElapsedMS = ms(s.elapsed)
-	return r
-}
-
-func (s *shop) lockedReport() lockedReport {
-	r := lockedReport{runReport: s.report(), Cycles: int64(len(s.durations)), Errors: s.errs}
-	if s.elapsed > 0 {
-		r.CyclesPerSec = math.Round(float64(r.Cycles)/s.elapsed.Seconds()*10) / 10
-	}
-	slices.Sort(s.durations)
-	r.p50, r.p99 = percentile(s.durations, 0.50), percentile(s.durations, 0.99)
-	r.P50MS, r.P99MS = ms(r.p50), ms(r.p99)
-	return r
-}
-
-// percentile is the nearest-rank q-quantile of sorted d.
-func percentile(d []time.Duration, q float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(q*float64(len(d)))) - 1
-	return d[min(max(i, 0), len(d)-1)]
-}
-
-// ms is d in milliseconds, to the microsecond.
-func ms(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
