@@ -4,7 +4,7 @@
 GO ?= go
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test deps vet fmt-check
+.PHONY: demo test deps vet fmt-check portability
 
 demo:
 	$(GO) run ./cmd/redlock demo
@@ -24,10 +24,25 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
-test: deps fmt-check vet
+test: deps fmt-check vet portability
 	$(GO) test -race -count=1 -timeout 10m ./...
 	cd examples/rueidis && GOWORK=off $(GO) mod tidy -diff && GOWORK=off $(GO) vet ./... && \
 		GOWORK=off $(GO) test -race -count=1 -timeout 5m ./...
+
+# make portability - the library builds for PLATFORMS (GOOS/GOARCH), and the
+# command for Windows. make test checks the platforms that differ most from
+# this one (no Unix; plan9's and wasip1's syscall packages; 32 bits), since
+# every platform costs a cold compile of the standard library (~30s);
+# PLATFORMS=all checks every platform `go tool dist list` names.
+LIBRARY := ./api ./engine ./actors ./transport/...
+PLATFORMS ?= windows/amd64 plan9/amd64 wasip1/wasm linux/386
+portability:
+	@set -e; for p in $(if $(filter all,$(PLATFORMS)),$$($(GO) tool dist list),$(PLATFORMS)); do \
+		echo "go build library for $$p"; \
+		GOOS=$${p%/*} GOARCH=$${p#*/} CGO_ENABLED=0 $(GO) build $(LIBRARY); \
+	done
+	@echo "go build ./cmd/redlock for windows/amd64"
+	@GOOS=windows GOARCH=amd64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/redlock
 
 # make torture - ten minutes of every fault kind (the default --faults list) on five real redis-server
 # masters, with the history checker (SAFETY.md). TORTURE_FLAGS overrides.

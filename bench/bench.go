@@ -165,21 +165,47 @@ func Run(ctx context.Context, client Client, w Workload, n int64, rec *Recorder)
 	wg.Wait()
 }
 
-// WaitReady runs uncontended cycles until one succeeds, or until timeout:
-// masters that just started may refuse connections for a moment. It returns
-// the last error on timeout.
-func WaitReady(ctx context.Context, client Client, prefix string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+// readyPoll is how long WaitReady waits between attempts.
+const readyPoll = 20 * time.Millisecond
+
+// WaitReady waits until client can take a lock: it runs uncontended cycles
+// (TryLock and Unlock of a fresh key under prefix) until one succeeds.
+// Masters that just started may refuse connections for a moment, and with
+// the restart quarantine on, fresh ones sit out their first period. It is
+// the one readiness check of the module: the benchmarks, the redlock
+// command (demo, bench) and the torture run all wait with it.
+//
+// It waits up to timeout, or longer when extend says so: extend, when not
+// nil, sees every failed attempt's error and how long the wait has lasted,
+// and returns how long it may last in all (the wait never shortens). On
+// giving up, or when ctx ends, it returns the last attempt's error.
+func WaitReady(ctx context.Context, client Client, prefix string, timeout time.Duration, extend func(err error, waited time.Duration) time.Duration) error {
+	start := time.Now()
+	deadline := start.Add(timeout)
 	for i := 0; ; i++ {
-		err := client.Cycle(ctx, prefix+"ready"+strconv.Itoa(i), false)
+		actx, cancel := context.WithDeadline(ctx, deadline)
+		err := client.Cycle(actx, prefix+"ready"+strconv.Itoa(i), false)
+		cancel()
 		if err == nil {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
+		if extend != nil {
+			if d := start.Add(extend(err, time.Since(start))); d.After(deadline) {
+				deadline = d
+			}
+		}
+		if wait := time.Until(deadline); wait > 0 && ctx.Err() == nil {
+			t := time.NewTimer(min(readyPoll, wait))
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		// Give up with this attempt's error rather than start one that
+		// could only fail with the deadline's.
+		if ctx.Err() != nil || !time.Now().Before(deadline) {
 			return err
-		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }

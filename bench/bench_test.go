@@ -91,7 +91,7 @@ func BenchmarkTuning(b *testing.B) {
 			defer e.Close()
 			client := bench.Engine(e)
 			prefix := bench.RunPrefix("tuning-" + v.name)
-			if err := bench.WaitReady(context.Background(), client, prefix, 10*time.Second); err != nil {
+			if err := bench.WaitReady(context.Background(), client, prefix, 10*time.Second, nil); err != nil {
 				b.Fatal(err)
 			}
 			benchtest.RunWorkload(b, client, bench.Uncontended(256, prefix))
@@ -110,7 +110,7 @@ func TestRun(t *testing.T) {
 	defer e.Close()
 	client := bench.Engine(e)
 	prefix := bench.RunPrefix("test")
-	if err := bench.WaitReady(context.Background(), client, prefix, 5*time.Second); err != nil {
+	if err := bench.WaitReady(context.Background(), client, prefix, 5*time.Second, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range []bench.Workload{bench.Uncontended(8, prefix+"u:"), bench.Contended(16, prefix+"c:")} {

@@ -66,7 +66,7 @@ func RedisNodes(b *testing.B) []string {
 func Run(b *testing.B, name string, client bench.Client) {
 	b.Helper()
 	prefix := bench.RunPrefix(name)
-	if err := bench.WaitReady(context.Background(), client, prefix, 10*time.Second); err != nil {
+	if err := bench.WaitReady(context.Background(), client, prefix, 10*time.Second, nil); err != nil {
 		b.Fatalf("no lock could be taken in 10s: %v", err)
 	}
 	for _, c := range Concurrencies {

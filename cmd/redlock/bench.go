@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"image/color"
 	"io"
 	"math"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -19,18 +16,14 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
-	"github.com/mediocregopher/radix/v4"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/quorumlock/redlock/api"
 	"github.com/quorumlock/redlock/bench"
 	"github.com/quorumlock/redlock/engine"
+	"github.com/quorumlock/redlock/internal/redisproc"
 )
 
 func init() { register(newBenchCmd) }
@@ -223,16 +216,22 @@ func runBench(ctx context.Context, o benchOptions) (*benchReport, error) {
 	)
 	switch {
 	case o.Spawn > 0:
-		servers, err := spawnRedis(ctx, o.Spawn)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, &exitError{code: exitInterrupted, err: errors.New("interrupted")}
-			}
-			return nil, &exitError{code: exitUsage, err: err}
+		servers, err := redisproc.Start(ctx, o.Spawn)
+		switch {
+		case ctx.Err() != nil:
+			redisproc.StopAll(servers)
+			return nil, &exitError{code: exitInterrupted, err: errors.New("interrupted")}
+		case errors.Is(err, redisproc.ErrNotFound):
+			return nil, &exitError{code: exitUsage, err: errNoRedis}
+		case err != nil:
+			return nil, &exitError{code: exitUsage, err: fmt.Errorf("--spawn-redis: %w", err)}
 		}
-		defer servers.stop()
-		spawnHook(servers)
-		rep.Backend, rep.Nodes, rep.Spawned = "redis", servers.addrs(), true
+		defer redisproc.StopAll(servers)
+		rep.Backend, rep.Nodes, rep.Spawned = "redis", make([]string, len(servers)), true
+		for i, s := range servers {
+			rep.Nodes[i] = s.Addr
+		}
+		spawnHook(rep.Nodes)
 		// Masters born for this run have nothing to forget: no restart
 		// quarantine.
 		eng, err = engine.New(rep.Nodes, append(opts, api.WithoutRestartQuarantine())...)
@@ -427,315 +426,9 @@ func perSec(n int64, d time.Duration) float64 {
 	return float64(n) / d.Seconds()
 }
 
-// writePlot draws the latency histogram and the throughput over time side by
-// side, as PNG or SVG by the file's extension.
-func writePlot(file string, r *benchReport) error {
-	hist, err := latencyPlot(r)
-	if err != nil {
-		return err
-	}
-	tput, err := throughputPlot(r)
-	if err != nil {
-		return err
-	}
-	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(file), "."))
-	c, err := draw.NewFormattedCanvas(11*vg.Inch, 4.5*vg.Inch, format)
-	if err != nil {
-		return err
-	}
-	dc := draw.New(c)
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Millimeter * 6, PadY: vg.Millimeter * 4,
-		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 4}
-	plots := [][]*plot.Plot{{hist, tput}}
-	canvases := plot.Align(plots, tiles, dc)
-	hist.Draw(canvases[0][0])
-	tput.Draw(canvases[0][1])
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	if _, err := c.WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-var (
-	barColor  = color.RGBA{R: 70, G: 130, B: 180, A: 255}
-	p50Color  = color.RGBA{R: 46, G: 139, B: 87, A: 255}
-	p99Color  = color.RGBA{R: 205, G: 92, B: 92, A: 255}
-	lineColor = color.RGBA{R: 25, G: 25, B: 112, A: 255}
-)
-
-// latencyPlot is the histogram of cycle latencies on a log scale, with p50
-// and p99 marked.
-func latencyPlot(r *benchReport) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("cycle latency (%s cycles)", num(r.Cycles))
-	p.X.Label.Text = "latency (ms, log scale)"
-	p.Y.Label.Text = "cycles"
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Y.Tick.Marker = shortTicks{}
-	bins := logBins(r.hist, 60)
-	if len(bins) == 0 {
-		return p, nil
-	}
-	h := &plotter.Histogram{Bins: bins, FillColor: barColor, LineStyle: plotter.DefaultLineStyle}
-	h.LineStyle.Width = vg.Points(0.5)
-	p.Add(h)
-	var top float64
-	for _, b := range bins {
-		top = max(top, b.Weight)
-	}
-	for _, m := range []struct {
-		name string
-		ms   float64
-		c    color.Color
-	}{{"p50", r.P50MS, p50Color}, {"p99", r.P99MS, p99Color}} {
-		if m.ms <= 0 {
-			continue
-		}
-		l, err := plotter.NewLine(plotter.XYs{{X: m.ms, Y: 0}, {X: m.ms, Y: top * 1.02}})
-		if err != nil {
-			return nil, err
-		}
-		l.Color, l.Width, l.Dashes = m.c, vg.Points(1.5), []vg.Length{vg.Points(4), vg.Points(2)}
-		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("%s %s", m.name, dur(time.Duration(m.ms*float64(time.Millisecond)))), l)
-	}
-	// Room above the bars for the legend.
-	p.Y.Max = top * 1.3
-	p.Legend.Top = true
-	return p, nil
-}
-
-// logBins spreads the histogram's counts over n bins of equal width on a log
-// scale, in milliseconds.
-func logBins(h *hdrhistogram.Histogram, n int) []plotter.HistogramBin {
-	if h == nil || h.TotalCount() == 0 {
-		return nil
-	}
-	lo := math.Max(float64(h.Min()), 1) / 1000
-	hi := float64(h.Max()) / 1000
-	if hi <= lo*1.01 {
-		hi = lo * 1.5
-	}
-	lo, hi = lo*0.95, hi*1.05
-	step := math.Log(hi/lo) / float64(n)
-	bins := make([]plotter.HistogramBin, n)
-	for i := range bins {
-		bins[i].Min = lo * math.Exp(step*float64(i))
-		bins[i].Max = lo * math.Exp(step*float64(i+1))
-	}
-	for _, b := range h.Distribution() {
-		if b.Count == 0 {
-			continue
-		}
-		ms := (float64(b.From) + float64(b.To)) / 2 / 1000
-		i := int(math.Log(ms/lo) / step)
-		bins[max(0, min(i, n-1))].Weight += float64(b.Count)
-	}
-	return bins
-}
-
-// throughputPlot is cycles per second over the run.
-func throughputPlot(r *benchReport) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("throughput (mean %s cycles/s)", num(int64(math.Round(r.CyclesPerSec))))
-	p.X.Label.Text = "time (s)"
-	p.Y.Label.Text = "cycles/s"
-	p.Y.Min = 0
-	pts := make(plotter.XYs, 0, len(r.throughput))
-	var from time.Duration
-	for _, s := range r.throughput {
-		// Each sample at the middle of its interval.
-		pts = append(pts, plotter.XY{X: (from + s.at).Seconds() / 2, Y: s.perSec})
-		from = s.at
-	}
-	if len(pts) == 0 {
-		return p, nil
-	}
-	l, err := plotter.NewLine(pts)
-	if err != nil {
-		return nil, err
-	}
-	l.Color, l.Width = lineColor, vg.Points(1.5)
-	p.Add(l, plotter.NewGrid())
-	p.Y.Tick.Marker = shortTicks{}
-	return p, nil
-}
-
-// shortTicks are plot's default ticks labelled 50k, 1.2M rather than
-// 50000.00.
-type shortTicks struct{}
-
-func (shortTicks) Ticks(lo, hi float64) []plot.Tick {
-	ts := plot.DefaultTicks{}.Ticks(lo, hi)
-	for i := range ts {
-		if ts[i].Label == "" {
-			continue
-		}
-		v, unit := ts[i].Value, ""
-		switch {
-		case math.Abs(v) >= 1e6:
-			v, unit = v/1e6, "M"
-		case math.Abs(v) >= 1e3:
-			v, unit = v/1e3, "k"
-		}
-		ts[i].Label = strconv.FormatFloat(v, 'f', -1, 64) + unit
-	}
-	return ts
-}
-
-// redisServers are redis-server processes started for a run.
-type redisServers struct {
-	dir   string
-	procs []*redisProc
-}
-
-type redisProc struct {
-	addr   string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	log    *os.File
-}
-
-// spawnHook sees the servers --spawn-redis started; tests replace it.
-var spawnHook = func(*redisServers) {}
+// spawnHook sees the addresses of the servers --spawn-redis started; tests
+// replace it.
+var spawnHook = func(addrs []string) {}
 
 // errNoRedis: --spawn-redis without redis-server on PATH.
 var errNoRedis = errors.New("--spawn-redis: redis-server is not on PATH: install it (Debian: apt-get install redis-server) or name running masters with --nodes")
-
-// spawnRedis starts n redis-server processes on free loopback ports, with no
-// persistence, and waits until each answers.
-func spawnRedis(ctx context.Context, n int) (*redisServers, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, errNoRedis
-	}
-	dir, err := os.MkdirTemp("", "redlock-bench-redis-")
-	if err != nil {
-		return nil, err
-	}
-	s := &redisServers{dir: dir, procs: make([]*redisProc, n)}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.procs[i], errs[i] = startRedis(ctx, bin, dir, i)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		s.stop()
-		return nil, fmt.Errorf("--spawn-redis: %w", err)
-	}
-	return s, nil
-}
-
-func (s *redisServers) addrs() []string {
-	out := make([]string, len(s.procs))
-	for i, p := range s.procs {
-		out[i] = p.addr
-	}
-	return out
-}
-
-// stop kills every server by its pid, waits for it and removes the
-// servers' directory.
-func (s *redisServers) stop() {
-	for _, p := range s.procs {
-		if p != nil {
-			p.kill()
-		}
-	}
-	_ = os.RemoveAll(s.dir)
-}
-
-func (p *redisProc) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.exited
-	p.log.Close()
-}
-
-// startRedis starts server i on a free port; a port found free can be taken
-// before redis binds it, so it tries a few.
-func startRedis(ctx context.Context, bin, dir string, i int) (*redisProc, error) {
-	var lastErr error
-	for attempt := range 5 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		logPath := filepath.Join(dir, fmt.Sprintf("redis-%d-%d.log", i, attempt))
-		logf, err := os.Create(logPath)
-		if err != nil {
-			return nil, err
-		}
-		cmd := exec.Command(bin,
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--protected-mode", "no", "--daemonize", "no",
-			"--dir", dir, "--logfile", "")
-		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.SysProcAttr = redisSysProcAttr()
-		if err := cmd.Start(); err != nil {
-			logf.Close()
-			return nil, fmt.Errorf("starting %s: %w", bin, err)
-		}
-		p := &redisProc{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, exited: make(chan struct{}), log: logf}
-		go func() {
-			_ = cmd.Wait()
-			close(p.exited)
-		}()
-		if lastErr = waitRedis(ctx, p); lastErr == nil {
-			return p, nil
-		}
-		p.kill()
-		b, _ := os.ReadFile(logPath)
-		if !strings.Contains(string(b), "Address already in use") {
-			return nil, fmt.Errorf("redis-server on %s: %w", p.addr, lastErr)
-		}
-	}
-	return nil, fmt.Errorf("no free port after 5 attempts: %w", lastErr)
-}
-
-// waitRedis waits until p answers as itself (by pid: when the port was
-// taken by another server meanwhile, that one answers too).
-func waitRedis(ctx context.Context, p *redisProc) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	want := "process_id:" + strconv.Itoa(p.cmd.Process.Pid) + "\r\n"
-	var err error
-	for {
-		select {
-		case <-p.exited:
-			return errors.New("exited before answering")
-		default:
-		}
-		var c radix.Conn
-		if c, err = radix.Dial(ctx, "tcp", p.addr); err == nil {
-			var info string
-			err = c.Do(ctx, radix.Cmd(&info, "INFO", "server"))
-			c.Close()
-			if err == nil {
-				if strings.Contains(info, want) {
-					return nil
-				}
-				err = errors.New("answered by another process")
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("no answer in time: %w", err)
-		case <-p.exited:
-			return errors.New("exited before answering")
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-}

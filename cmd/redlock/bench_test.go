@@ -253,7 +253,7 @@ func TestBenchInterrupt(t *testing.T) {
 	defer cancel()
 	var addrs []string
 	spawned := spawnHook
-	spawnHook = func(s *redisServers) { addrs = s.addrs(); time.AfterFunc(300*time.Millisecond, cancel) }
+	spawnHook = func(a []string) { addrs = a; time.AfterFunc(300*time.Millisecond, cancel) }
 	defer func() { spawnHook = spawned }()
 	start := time.Now()
 	err := runBenchCmd(ctx, io.Discard, o)

@@ -1,8 +1,8 @@
 // Package redisproc runs real redis-server processes for programs (the
-// torture command) and tests: one process per simulated master, on a free
-// loopback port, with no persistence, and the process faults a fault
-// schedule needs: kill -9 and restart empty on the same port, SIGSTOP and
-// SIGCONT.
+// redlock command's torture and bench --spawn-redis) and tests: one process
+// per simulated master, on a free loopback port, with no persistence, and
+// the process faults a fault schedule needs: kill -9 and restart empty on
+// the same port, SIGSTOP and SIGCONT (Unix only).
 //
 // It is the non-testing counterpart of internal/redistest, which reports
 // through testing.TB and ties each server's life to a test's cleanups. The
@@ -10,8 +10,10 @@
 // on purpose: redistest is used by every other package's tests and is left
 // as it is.
 //
-// Every process is stopped by its pid: Stop (or Cluster.Stop) kills it with
-// SIGKILL and waits for it. On Linux the kernel also kills the servers when
+// Every process is stopped by its pid: Stop (or StopAll) kills it with
+// SIGKILL and waits for it. On Unix each server runs in a process group of
+// its own, so that a Ctrl-C on the terminal reaches only the program, which
+// stops its servers itself. On Linux the kernel also kills the servers when
 // the program that started them dies without stopping them (a panic on
 // another goroutine, kill -9 of the program), so none is left behind.
 package redisproc
@@ -27,7 +29,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
@@ -282,7 +283,7 @@ func (s *Server) killLocked() {
 	}
 	s.proc, s.paused = nil, false
 	// SIGKILL also ends a stopped (paused) process.
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.cmd.Process.Kill()
 	<-p.exited
 	p.log.Close()
 }
@@ -314,12 +315,16 @@ func (s *Server) Restart(ctx context.Context) error {
 
 // Pause stops the process with SIGSTOP: connections stay open but nothing
 // is answered, like a master stuck in a long fork, swap storm or VM stall.
-func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP, true) }
+// Off Unix it fails with errors.ErrUnsupported.
+func (s *Server) Pause() error { return s.signal(pauseSignal, true) }
 
 // Resume continues a paused process with SIGCONT.
-func (s *Server) Resume() error { return s.signal(syscall.SIGCONT, false) }
+func (s *Server) Resume() error { return s.signal(resumeSignal, false) }
 
-func (s *Server) signal(sig syscall.Signal, paused bool) error {
+func (s *Server) signal(sig os.Signal, paused bool) error {
+	if sig == nil {
+		return fmt.Errorf("redisproc: pausing a process needs a Unix: %w", errors.ErrUnsupported)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc == nil {

@@ -569,8 +569,11 @@ func (b *tailBuffer) String() string {
 	return string(b.buf)
 }
 
-// validatePause checks the client-pause settings.
+// validatePause checks the pause and client-pause settings.
 func (c *Config) validatePause() error {
+	if c.has(Pause) && !redisproc.CanPause {
+		return errors.New("--faults pause: needs a Unix (SIGSTOP and SIGCONT)")
+	}
 	if !c.has(ClientPause) {
 		return nil
 	}

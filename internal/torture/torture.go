@@ -55,6 +55,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/bench"
 	"github.com/quorumlock/redlock/engine"
 	"github.com/quorumlock/redlock/internal/faultproxy"
 	"github.com/quorumlock/redlock/internal/history"
@@ -443,25 +444,12 @@ func (r *run) waitVoting(ctx context.Context) error {
 	limit := r.cfg.period() + 10*time.Second
 	deadline := time.Now().Add(limit)
 	for e, eng := range r.engines {
-		for {
-			l, err := eng.TryLock(ctx, "torture-probe:"+strconv.Itoa(e))
-			if err == nil {
-				uctx, cancel := context.WithTimeout(ctx, time.Second)
-				_ = l.Unlock(uctx)
-				cancel()
-				break
-			}
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("%w: engine %d could not take a lock within %v: %w", ErrSetup, e+1, limit, err)
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(20 * time.Millisecond):
-			}
+		err := bench.WaitReady(ctx, bench.Engine(eng), "torture-probe:"+strconv.Itoa(e)+":", time.Until(deadline), nil)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			return fmt.Errorf("%w: engine %d could not take a lock within %v: %w", ErrSetup, e+1, limit, err)
 		}
 	}
 	return r.waitWorkers(ctx)

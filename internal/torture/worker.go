@@ -19,6 +19,7 @@ import (
 	"github.com/mediocregopher/radix/v4"
 
 	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/bench"
 	"github.com/quorumlock/redlock/engine"
 )
 
@@ -284,25 +285,14 @@ func (w *worker) run(ctx context.Context, stdin io.Reader, stderr io.Writer) err
 // their first quarantine).
 func (w *worker) probe(ctx context.Context) error {
 	limit := w.cfg.quarantine + 10*time.Second
-	deadline := time.Now().Add(limit)
-	for {
-		l, err := w.eng.TryLock(ctx, "torture-probe:w"+strconv.Itoa(w.cfg.id))
-		if err == nil {
-			uctx, cancel := context.WithTimeout(ctx, time.Second)
-			_ = l.Unlock(uctx)
-			cancel()
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("could not take a lock within %v: %w", limit, err)
-		}
-		if !sleep(ctx, 20*time.Millisecond) {
-			return ctx.Err()
-		}
+	err := bench.WaitReady(ctx, bench.Engine(w.eng), "torture-probe:w"+strconv.Itoa(w.cfg.id)+":", limit, nil)
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
+	if err != nil {
+		return fmt.Errorf("could not take a lock within %v: %w", limit, err)
+	}
+	return nil
 }
 
 // client loops Lock -> write -> short section -> Unlock until ctx ends, and
