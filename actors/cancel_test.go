@@ -58,10 +58,16 @@ func TestCancelledMidAttemptReportsLastAnswers(t *testing.T) {
 		if ae.Attempts < 2 {
 			t.Fatalf("%d attempts, want the second one cut", ae.Attempts)
 		}
+		// The first attempt was decided once a majority was out of reach:
+		// at least two of three failed (the third may still be pending).
+		failed := 0
 		for _, m := range ae.Masters {
-			if m.Answer != api.Failed || !errors.Is(m.Err, transport.ErrUnavailable) {
-				t.Fatalf("master %s: %v (%v); want the failure its last answer was: %v", m.Master, m.Answer, m.Err, call.Err)
+			if m.Answer == api.Failed && errors.Is(m.Err, transport.ErrUnavailable) {
+				failed++
 			}
+		}
+		if failed < 2 {
+			t.Fatalf("%d masters failed in the answers reported, want the 2 or more that made the quorum unreachable: %v", failed, call.Err)
 		}
 	})
 }
