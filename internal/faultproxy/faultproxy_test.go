@@ -65,7 +65,7 @@ func eventually(t *testing.T, tr transport.Transport, op transport.Op) transport
 		if time.Now().After(deadline) {
 			t.Fatalf("%s %s still failing: %v", op.Kind, op.Key, r.Err)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // a poll: the transport reports no reconnection
 	}
 }
 
@@ -183,7 +183,7 @@ func TestCutHoldsThenDelivers(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the SET held by the cut never reached the server")
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a poll: a real server's state
 	}
 	if p.Cutting() {
 		t.Fatal("still cutting after the cut's end")
@@ -246,6 +246,8 @@ func TestClose(t *testing.T) {
 	_, p, tr := setup(t)
 	p.Cut(time.Hour) // goroutines waiting on a cut must end too
 	go do(tr, 200*time.Millisecond, acquire("k", "v"))
+	// Not an order the result depends on (Close must end whatever it finds);
+	// it lets the op reach the cut, where the proxy has no event to wait on.
 	time.Sleep(20 * time.Millisecond)
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
