@@ -9,6 +9,8 @@ import (
 	"github.com/quorumlock/redlock/api"
 	"github.com/quorumlock/redlock/engine"
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/transport"
+	"github.com/quorumlock/redlock/transport/redis"
 )
 
 // fiveMasters starts five real redis-server processes and an engine over
@@ -215,8 +217,39 @@ func TestRedisExtendWithinValidityAndByMajority(t *testing.T) {
 	noKeys(t, servers, "ext")
 }
 
+// sentSignal tells sent each time a batch goes to the master.
+type sentSignal struct {
+	transport.Transport
+	sent chan<- struct{}
+}
+
+func (s sentSignal) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
+	select {
+	case s.sent <- struct{}{}:
+	default:
+	}
+	return s.Transport.Do(ctx, ops, res)
+}
+
 func TestRedisCancelledContextReturnsPromptly(t *testing.T) {
-	servers, e := fiveMasters(t, api.WithMasterTimeout(5*time.Second))
+	servers := redistest.Start(t, 5)
+	sent := make(chan struct{}, 1)
+	ts := make([]transport.Transport, len(servers))
+	for i, s := range servers {
+		rt, err := redis.Dial(context.Background(), redis.Config{Addr: s.Addr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts[i] = rt
+		if i < 3 {
+			ts[i] = sentSignal{rt, sent}
+		}
+	}
+	e, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine(), api.WithMasterTimeout(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
 	for _, s := range servers[:3] {
 		s.Pause()
 	}
@@ -231,14 +264,18 @@ func TestRedisCancelledContextReturnsPromptly(t *testing.T) {
 		_, err := e.Lock(ctx, "paused")
 		done <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	select { // the attempt is out, waiting on a paused master
+	case <-sent:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Lock sent nothing to the masters within 30s")
+	}
 	cancel()
 	select {
 	case err := <-done:
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("Lock: %v, want context.Canceled", err)
 		}
-	case <-time.After(2 * time.Second):
+	case <-time.After(10 * time.Second): // a Lock that waited for the masters would take 30s
 		t.Fatal("Lock did not return after cancel while masters were paused")
 	}
 }
