@@ -42,7 +42,7 @@ func intervalHelper(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	time.Sleep(d)
+	time.Sleep(d) // the command's work, in the helper process: what the lock protects
 	line := fmt.Sprintf("%d %d %s %s %s\n", start, time.Now().UnixNano(),
 		os.Getenv(envKey), os.Getenv(envValue), os.Getenv(envToken))
 	f, err := os.OpenFile(args[0], os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)

@@ -181,7 +181,7 @@ func runMemoryTorture(t *testing.T, quarantine bool, d time.Duration) ([]history
 				masters[m].Restart()
 			}
 			faults["restart-majority"]++
-			time.Sleep(ttl)
+			time.Sleep(ttl) // fake time: one ttl before the next
 			continue
 		}
 		e, m := rng.IntN(nEngines), rng.IntN(nMasters)
@@ -195,12 +195,12 @@ func runMemoryTorture(t *testing.T, quarantine bool, d time.Duration) ([]history
 			faults["drop"]++
 		case 2:
 			l.SetLatency(time.Duration(rng.IntN(25))*time.Millisecond, 5*time.Millisecond)
-			heal.Go(func() { time.Sleep(200 * time.Millisecond); l.SetLatency(0, 0) })
+			heal.Go(func() { time.Sleep(200 * time.Millisecond); l.SetLatency(0, 0) }) // fake time
 			faults["latency"]++
 		case 3:
 			l.Pause()
 			d := time.Duration(10+rng.IntN(100)) * time.Millisecond
-			heal.Go(func() { time.Sleep(d); l.Resume() })
+			heal.Go(func() { time.Sleep(d); l.Resume() }) // fake time
 			faults["pause"]++
 		case 4:
 			// One master at a time, far apart, so that a majority always
