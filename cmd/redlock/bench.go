@@ -484,13 +484,16 @@ func latencyPlot(r *benchReport) (*plot.Plot, error) {
 	p.Title.Text = fmt.Sprintf("cycle latency (%s cycles)", num(r.Cycles))
 	p.X.Label.Text = "latency (ms, log scale)"
 	p.Y.Label.Text = "cycles"
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Y.Tick.Marker = shortTicks{}
 	bins := logBins(r.hist, 60)
 	if len(bins) == 0 {
+		// No cycle finished: an empty axis on a log scale makes gonum
+		// panic, a linear one just stays empty.
+		p.X.Label.Text = "latency (ms): no cycle finished"
 		return p, nil
 	}
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	h := &plotter.Histogram{Bins: bins, FillColor: barColor, LineStyle: plotter.DefaultLineStyle}
 	h.LineStyle.Width = vg.Points(0.5)
 	p.Add(h)
