@@ -165,7 +165,7 @@ func TestBenchPlot(t *testing.T) {
 		t.Errorf("PNG is %dx%d: too small for two charts", b.Dx(), b.Dy())
 	}
 
-	r = redlock(t, nil, "bench", "--duration", "200ms", "--plot", svgFile)
+	r = redlock(t, nil, "bench", "--duration", "200ms", "--plot", svgFile, "--master-timeout", loaded)
 	if r.code != 0 {
 		t.Fatalf("exit %d, want 0", r.code)
 	}
