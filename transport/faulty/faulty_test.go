@@ -428,7 +428,7 @@ func TestLoseFences(t *testing.T) {
 	w := Wrap(rec, Config{})
 	defer w.Close()
 	fence := func(tok int64) transport.Op {
-		return transport.Op{Kind: transport.RaiseFence, Key: "k", Token: tok}
+		return transport.Op{Kind: transport.RaiseFence, Key: "k", Value: "v", Token: tok} // the owner: transport.Check wants one
 	}
 	fenced := transport.Op{Kind: transport.AcquireFenced, Key: "k", Value: "v", TTL: time.Second}
 	w.LoseFences(time.Hour)
