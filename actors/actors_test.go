@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/quorumlock/redlock/api"
@@ -78,6 +79,10 @@ func run(t *testing.T, c *Cluster, call *Call) error {
 // would reach the slow master first, find nothing, and the late SET would
 // leave a key behind after Unlock.
 func TestReleaseNeverOvertakesAcquire(t *testing.T) {
+	synctest.Test(t, testReleaseNeverOvertakesAcquire)
+}
+
+func testReleaseNeverOvertakesAcquire(t *testing.T) {
 	slowMaster := memory.New()
 	slow := &gated{Transport: slowMaster.Transport(), gate: make(chan struct{})}
 	fast1, fast2 := memory.New(), memory.New()
@@ -99,7 +104,7 @@ func TestReleaseNeverOvertakesAcquire(t *testing.T) {
 	if err := c.Submit(other); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	synctest.Wait() // both are queued or sent, and wait on the slow master
 	close(slow.gate)
 	<-rel.Done()
 	<-other.Done()
@@ -141,6 +146,10 @@ func TestPanickingTransportIsAFailedMaster(t *testing.T) {
 // failed without being sent: it could only take a key that must then be
 // released again.
 func TestStaleAcquireIsNotSent(t *testing.T) {
+	synctest.Test(t, testStaleAcquireIsNotSent)
+}
+
+func testStaleAcquireIsNotSent(t *testing.T) {
 	g := &gated{Transport: memory.New().Transport(), gate: make(chan struct{}), late: make(chan struct{})}
 	c := start(t, []transport.Transport{g}, 30*time.Millisecond, 1)
 	first := NewCall(Acquire, "trylock", "a", "v1", time.Minute, time.Millisecond)
@@ -153,9 +162,9 @@ func TestStaleAcquireIsNotSent(t *testing.T) {
 		}
 	}
 	// The first batch is held past its timeout until both attempts'
-	// deadlines have surely passed; otherwise, on a loaded machine, the
-	// second attempt can start late enough to still be fresh when the first
-	// batch returns, and is rightly sent.
+	// deadlines have passed (fake time: both attempts began at the same
+	// instant, 30ms timeouts); otherwise the second attempt could still be
+	// fresh when the first batch returns, and be rightly sent.
 	time.Sleep(150 * time.Millisecond)
 	close(g.late)
 	<-first.Done()
@@ -185,8 +194,9 @@ func TestStaleAcquireIsNotSent(t *testing.T) {
 		t.Fatalf("the acquire queued behind it: %v; want it failed in the queue", err)
 	}
 	close(g.gate)
-	// Only cleanup may reach the master from here on; never b's SET.
-	time.Sleep(50 * time.Millisecond)
+	// Only cleanup may reach the master from here on; never b's SET. Once
+	// the bubble is idle, whatever was going to be sent has been.
+	synctest.Wait()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, op := range g.seen {
@@ -197,6 +207,10 @@ func TestStaleAcquireIsNotSent(t *testing.T) {
 }
 
 func TestCloseFinishesCallsInProgress(t *testing.T) {
+	synctest.Test(t, testCloseFinishesCallsInProgress)
+}
+
+func testCloseFinishesCallsInProgress(t *testing.T) {
 	g := &gated{Transport: memory.New().Transport(), gate: make(chan struct{})}
 	c, err := Start(Config{Transports: []transport.Transport{g}, Names: []string{"m"}, MasterTimeout: 200 * time.Millisecond, MaxBatch: 8, MaxInFlight: 1, Coordinators: 1})
 	if err != nil {
@@ -207,7 +221,7 @@ func TestCloseFinishesCallsInProgress(t *testing.T) {
 	if err := c.Submit(call); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * time.Millisecond)
+	synctest.Wait() // the call's batch waits at the gate
 	if err := c.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}

@@ -379,7 +379,12 @@ func (c *coordinator) abandon(ctx actor.Context, call *Call, cause error) {
 	ans := call.lastAns
 	switch call.phase {
 	case phaseAcquiring, phaseReleasing, phaseExtending, phaseFencing:
-		ans = c.answers(call)
+		// An attempt cut before any master answered it says nothing
+		// (every master "pending"); the one before it is what last
+		// describes, so its answers stay.
+		if call.answered != 0 || ans == nil {
+			ans = c.answers(call)
+		}
 	}
 	if call.phase == phaseAcquiring || call.phase == phaseFencing {
 		c.leave(ctx, call)

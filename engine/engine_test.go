@@ -3,10 +3,12 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/quorumlock/redlock/api"
@@ -54,7 +56,7 @@ func mutualExclusion(t *testing.T, l api.Locker, goroutines, rounds int, keys []
 					overlaps.Add(1)
 				}
 				v := counters[k]
-				time.Sleep(50 * time.Microsecond) // widen the window a lost update needs
+				runtime.Gosched() // widen the window a lost update needs
 				counters[k] = v + 1
 				inside[k].Add(-1)
 				if err := lk.Unlock(context.Background()); err != nil {
@@ -133,6 +135,10 @@ func TestValidityBelowTTL(t *testing.T) {
 }
 
 func TestUnlockTwiceAndExtend(t *testing.T) {
+	synctest.Test(t, testUnlockTwiceAndExtend)
+}
+
+func testUnlockTwiceAndExtend(t *testing.T) {
 	masters := []*memory.Master{memory.New(), memory.New(), memory.New()}
 	ts := make([]transport.Transport, len(masters))
 	for i, m := range masters {
@@ -149,7 +155,7 @@ func TestUnlockTwiceAndExtend(t *testing.T) {
 		t.Fatal(err)
 	}
 	u0 := l.Until()
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // fake time: Extend must then move Until
 	if err := l.Extend(ctx); err != nil {
 		t.Fatalf("extend: %v", err)
 	}
@@ -179,6 +185,10 @@ func TestUnlockTwiceAndExtend(t *testing.T) {
 }
 
 func TestExtendAfterExpiryRefusedAndNotRecreated(t *testing.T) {
+	synctest.Test(t, testExtendAfterExpiryRefusedAndNotRecreated)
+}
+
+func testExtendAfterExpiryRefusedAndNotRecreated(t *testing.T) {
 	masters := []*memory.Master{memory.New(), memory.New(), memory.New()}
 	ts := make([]transport.Transport, len(masters))
 	for i, m := range masters {
@@ -193,7 +203,9 @@ func TestExtendAfterExpiryRefusedAndNotRecreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Until(l.Until()) + 60*time.Millisecond)
+	// Fake time: past the validity and past the key's expiry on the masters
+	// (validity is the TTL less the drift, counted from before the SETs).
+	time.Sleep(time.Until(l.Until()) + 20*time.Millisecond)
 	if err := l.Extend(context.Background()); !errors.Is(err, api.ErrNotHeld) {
 		t.Fatalf("Extend after validity: %v", err)
 	}
@@ -210,6 +222,10 @@ func TestExtendAfterExpiryRefusedAndNotRecreated(t *testing.T) {
 // Restarting a majority of in-memory masters loses the lock; Extend must
 // then be refused by the majority (not re-created) even within validity.
 func TestExtendRefusedByMajority(t *testing.T) {
+	synctest.Test(t, testExtendRefusedByMajority)
+}
+
+func testExtendRefusedByMajority(t *testing.T) {
 	masters := []*memory.Master{memory.New(), memory.New(), memory.New(), memory.New(), memory.New()}
 	ts := make([]transport.Transport, len(masters))
 	for i, m := range masters {
@@ -225,19 +241,12 @@ func TestExtendRefusedByMajority(t *testing.T) {
 		t.Fatal(err)
 	}
 	// TryLock returns at a majority; a SET still on its way could land on a
-	// master after the restart below and make it a holder again.
-	for deadline := time.Now().Add(time.Second); ; time.Sleep(time.Millisecond) {
-		all := true
-		for _, m := range masters {
-			if v, ok := m.Get("k"); !ok || v != l.Value() {
-				all = false
-			}
-		}
-		if all {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the SETs never reached every master")
+	// master after the restart below and make it a holder again. Once the
+	// bubble is idle, every SET has landed.
+	synctest.Wait()
+	for i, m := range masters {
+		if v, ok := m.Get("k"); !ok || v != l.Value() {
+			t.Fatalf("master %d: the SET never landed (%q, %v)", i, v, ok)
 		}
 	}
 	masters[0].Restart()
@@ -373,6 +382,10 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
+	synctest.Test(t, testClose)
+}
+
+func testClose(t *testing.T) {
 	e, err := engine.NewMemory(3)
 	if err != nil {
 		t.Fatal(err)
@@ -386,7 +399,7 @@ func TestClose(t *testing.T) {
 		_, err := e.Lock(context.Background(), "c")
 		waiting <- err
 	}()
-	time.Sleep(20 * time.Millisecond) // let the waiter retry at least once
+	time.Sleep(20 * time.Millisecond) // fake time: let the waiter retry at least once
 	if err := e.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/quorumlock/redlock/api"
@@ -26,6 +27,10 @@ func memoryMasters(n int) ([]*memory.Master, []transport.Transport) {
 
 // Waiters of one engine get the key in the order they asked for it.
 func TestLocalWaitersFIFO(t *testing.T) {
+	synctest.Test(t, testLocalWaitersFIFO)
+}
+
+func testLocalWaitersFIFO(t *testing.T) {
 	e := newMemory(t, 5)
 	ctx := context.Background()
 	holder, err := e.Lock(ctx, "fifo")
@@ -50,9 +55,10 @@ func TestLocalWaitersFIFO(t *testing.T) {
 			mu.Unlock()
 			_ = l.Unlock(ctx)
 		}(i)
-		time.Sleep(5 * time.Millisecond) // waiter i asks before waiter i+1
+		synctest.Wait() // waiter i has asked (and blocks) before waiter i+1 asks
 	}
-	// The waiters' backoff grows while they wait; FIFO must not depend on it.
+	// The waiters' backoff grows while they wait; FIFO must not depend on
+	// it. (Fake time: the bubble's clock jumps once everyone is blocked.)
 	time.Sleep(100 * time.Millisecond)
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
@@ -68,6 +74,10 @@ func TestLocalWaitersFIFO(t *testing.T) {
 // A waiter whose context ends leaves the line at once; the ones behind it
 // move up.
 func TestCancelledWaiterLeavesQueue(t *testing.T) {
+	synctest.Test(t, testCancelledWaiterLeavesQueue)
+}
+
+func testCancelledWaiterLeavesQueue(t *testing.T) {
 	e := newMemory(t, 3)
 	ctx := context.Background()
 	holder, err := e.Lock(ctx, "q")
@@ -83,14 +93,14 @@ func TestCancelledWaiterLeavesQueue(t *testing.T) {
 		}
 		first <- err
 	}()
-	time.Sleep(10 * time.Millisecond)
+	synctest.Wait() // the first waiter has asked and is backing off
 	cctx, cancel := context.WithCancel(ctx)
 	second := make(chan error, 1)
 	go func() {
 		_, err := e.Lock(cctx, "q")
 		second <- err
 	}()
-	time.Sleep(10 * time.Millisecond)
+	synctest.Wait() // the second waiter is in line behind the first
 	cancel()
 	select {
 	case err := <-second:
@@ -156,6 +166,10 @@ func TestMultiKeyAllOrNothing(t *testing.T) {
 
 // Done fires at the validity deadline of a lock nobody extends.
 func TestDoneAtValidityDeadline(t *testing.T) {
+	synctest.Test(t, testDoneAtValidityDeadline)
+}
+
+func testDoneAtValidityDeadline(t *testing.T) {
 	e := newMemory(t, 3, api.WithTTL(100*time.Millisecond))
 	l, err := e.TryLock(context.Background(), "d")
 	if err != nil {
@@ -169,8 +183,10 @@ func TestDoneAtValidityDeadline(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("Done never closed")
 	}
-	if now := time.Now(); now.Before(l.Until()) {
-		t.Fatalf("Done closed %v before the validity deadline", l.Until().Sub(now))
+	// On the bubble's clock, which only moves when everything waits, Done
+	// closes at the deadline exactly: neither before nor after it.
+	if now := time.Now(); !now.Equal(l.Until()) {
+		t.Fatalf("Done closed at %v from the validity deadline, want at it", now.Sub(l.Until()))
 	}
 	if !errors.Is(l.Err(), api.ErrExpired) || !errors.Is(l.Err(), api.ErrNotHeld) {
 		t.Fatalf("Err = %v, want ErrExpired", l.Err())
@@ -210,9 +226,15 @@ func TestDoneOnUnlockAndClose(t *testing.T) {
 }
 
 // Auto-extension keeps a lock for ten times its TTL; nobody else can take
-// it meanwhile; Unlock leaves nothing behind.
+// it meanwhile; Unlock leaves nothing behind. In a synctest bubble: the
+// fake clock only moves when every goroutine waits, so no scheduling delay
+// of a loaded machine can make an extension late.
 func TestAutoExtendKeepsLock(t *testing.T) {
-	const ttl = 500 * time.Millisecond // room for a loaded machine's scheduling delays (-race, 2 cores)
+	synctest.Test(t, testAutoExtendKeepsLock)
+}
+
+func testAutoExtendKeepsLock(t *testing.T) {
+	const ttl = 500 * time.Millisecond
 	ms, ts := memoryMasters(3)
 	e, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine(), api.WithTTL(ttl))
 	if err != nil {
@@ -250,6 +272,10 @@ func TestAutoExtendKeepsLock(t *testing.T) {
 
 // Auto-extension is bounded by MaxExtensions: then the lock runs out.
 func TestAutoExtendBounded(t *testing.T) {
+	synctest.Test(t, testAutoExtendBounded)
+}
+
+func testAutoExtendBounded(t *testing.T) {
 	e := newMemory(t, 3, api.WithTTL(200*time.Millisecond))
 	l, err := e.TryLock(context.Background(), "b", api.WithAutoExtend(0.5), api.WithMaxExtensions(3))
 	if err != nil {
@@ -266,8 +292,13 @@ func TestAutoExtendBounded(t *testing.T) {
 }
 
 // A master restart is seen through the transport's epoch: until the
-// quarantine has passed, the restarted masters do not vote.
+// quarantine has passed, the restarted masters do not vote. In a synctest
+// bubble, so that "since the restart" is exact on a loaded machine too.
 func TestQuarantineAfterRestart(t *testing.T) {
+	synctest.Test(t, testQuarantineAfterRestart)
+}
+
+func testQuarantineAfterRestart(t *testing.T) {
 	ms, ts := memoryMasters(3)
 	const period = 300 * time.Millisecond
 	e, err := engine.NewWithTransports(ts, api.WithTTL(period), api.WithRestartQuarantine(period))
@@ -281,7 +312,7 @@ func TestQuarantineAfterRestart(t *testing.T) {
 	if !errors.Is(err, api.ErrQuorumUnreachable) || !errors.Is(firstMasterErr(t, err), api.ErrQuarantined) {
 		t.Fatalf("TryLock on masters younger than the quarantine: %v", err)
 	}
-	time.Sleep(period + 50*time.Millisecond)
+	time.Sleep(period + time.Millisecond) // fake time: past the quarantine
 	l, err := e.TryLock(ctx, "k")
 	if err != nil {
 		t.Fatalf("TryLock after the quarantine: %v", err)
@@ -305,7 +336,7 @@ func TestQuarantineAfterRestart(t *testing.T) {
 		if time.Since(restarted) > 5*period {
 			t.Fatalf("still not voting long after the quarantine: %v", err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // fake time: retry 10 ms later
 	}
 }
 
@@ -326,8 +357,12 @@ func firstMasterErr(t *testing.T, err error) error {
 // Right after New the engine has not read the masters yet; the first
 // TryLock waits for that read instead of failing as if they were down.
 func TestFirstTryLockWaitsForMasterCheck(t *testing.T) {
+	synctest.Test(t, testFirstTryLockWaitsForMasterCheck)
+}
+
+func testFirstTryLockWaitsForMasterCheck(t *testing.T) {
 	_, ts := memoryMasters(5)
-	time.Sleep(210 * time.Millisecond) // the masters are older than the quarantine
+	time.Sleep(201 * time.Millisecond) // fake time: the masters are older than the quarantine
 	e, err := engine.NewWithTransports(ts, api.WithTTL(200*time.Millisecond), api.WithRestartQuarantine(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -343,6 +378,10 @@ func TestFirstTryLockWaitsForMasterCheck(t *testing.T) {
 // Err tells the truth after Until even if nobody ever called Done (whose
 // timer is only armed on demand).
 func TestErrAfterUntilWithoutDone(t *testing.T) {
+	synctest.Test(t, testErrAfterUntilWithoutDone)
+}
+
+func testErrAfterUntilWithoutDone(t *testing.T) {
 	e := newMemory(t, 3, api.WithTTL(100*time.Millisecond))
 	l, err := e.TryLock(context.Background(), "unwatched")
 	if err != nil {
@@ -351,7 +390,7 @@ func TestErrAfterUntilWithoutDone(t *testing.T) {
 	if l.Err() != nil {
 		t.Fatalf("Err within validity: %v", l.Err())
 	}
-	time.Sleep(time.Until(l.Until()) + time.Millisecond)
+	time.Sleep(time.Until(l.Until()) + time.Nanosecond) // fake time
 	if !errors.Is(l.Err(), api.ErrExpired) {
 		t.Fatalf("Err after Until = %v, want ErrExpired", l.Err())
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/quorumlock/redlock/api"
 	"github.com/quorumlock/redlock/engine"
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/transport"
+	"github.com/quorumlock/redlock/transport/redis"
 )
 
 // fiveMasters starts five real redis-server processes and an engine over
@@ -27,15 +29,20 @@ func redisEngine(t *testing.T, servers []*redistest.Server, opts ...api.Option) 
 		addrs[i] = s.Addr
 	}
 	// The harness's masters were born with the test and have nothing to
-	// forget; tests of the quarantine turn it back on explicitly.
-	e, err := engine.New(addrs, append([]api.Option{api.WithoutRestartQuarantine()}, opts...)...)
+	// forget; tests of the quarantine turn it back on explicitly. The
+	// default 100ms master timeout is a production figure: on a loaded
+	// machine under -race a live local Redis can take longer, and tests
+	// that are not about timeouts must not fail on one (tests that are set
+	// their own).
+	base := []api.Option{api.WithoutRestartQuarantine(), api.WithMasterTimeout(2 * time.Second)}
+	e, err := engine.New(addrs, append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("engine.New: %v", err)
 	}
 	t.Cleanup(func() { _ = e.Close() })
 	// The transports connect in the background; wait until every master
 	// has granted one lock, so that tests start from a known state.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		l, err := e.TryLock(context.Background(), "warmup")
 		if err == nil {
@@ -51,9 +58,9 @@ func redisEngine(t *testing.T, servers []*redistest.Server, opts ...api.Option) 
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("masters not ready after 5s: %v", err)
+			t.Fatalf("masters not ready after 30s: %v", err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // poll: the transports report no "connected" event
 	}
 }
 
@@ -93,7 +100,8 @@ func TestRedisValidityAndUnlockLeavesNothing(t *testing.T) {
 	if n := holding(); n < 3 {
 		t.Fatalf("%d masters hold our value right after TryLock; want a majority", n)
 	}
-	for deadline := time.Now().Add(time.Second); holding() < 5; time.Sleep(5 * time.Millisecond) {
+	// A poll: a SET landing on a real Redis after the decision is no event.
+	for deadline := time.Now().Add(10 * time.Second); holding() < 5; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("only %d of 5 live masters hold our value", holding())
 		}
@@ -209,8 +217,39 @@ func TestRedisExtendWithinValidityAndByMajority(t *testing.T) {
 	noKeys(t, servers, "ext")
 }
 
+// sentSignal tells sent each time a batch goes to the master.
+type sentSignal struct {
+	transport.Transport
+	sent chan<- struct{}
+}
+
+func (s sentSignal) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
+	select {
+	case s.sent <- struct{}{}:
+	default:
+	}
+	return s.Transport.Do(ctx, ops, res)
+}
+
 func TestRedisCancelledContextReturnsPromptly(t *testing.T) {
-	servers, e := fiveMasters(t, api.WithMasterTimeout(5*time.Second))
+	servers := redistest.Start(t, 5)
+	sent := make(chan struct{}, 1)
+	ts := make([]transport.Transport, len(servers))
+	for i, s := range servers {
+		rt, err := redis.Dial(context.Background(), redis.Config{Addr: s.Addr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts[i] = rt
+		if i < 3 {
+			ts[i] = sentSignal{rt, sent}
+		}
+	}
+	e, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine(), api.WithMasterTimeout(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
 	for _, s := range servers[:3] {
 		s.Pause()
 	}
@@ -225,14 +264,18 @@ func TestRedisCancelledContextReturnsPromptly(t *testing.T) {
 		_, err := e.Lock(ctx, "paused")
 		done <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	select { // the attempt is out, waiting on a paused master
+	case <-sent:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Lock sent nothing to the masters within 30s")
+	}
 	cancel()
 	select {
 	case err := <-done:
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("Lock: %v, want context.Canceled", err)
 		}
-	case <-time.After(2 * time.Second):
+	case <-time.After(10 * time.Second): // a Lock that waited for the masters would take 30s
 		t.Fatal("Lock did not return after cancel while masters were paused")
 	}
 }

@@ -37,6 +37,10 @@ type demoOptions struct {
 	Timeout     time.Duration
 	JSON        bool
 	Log         io.Writer // notices while the demo runs (stderr); nil: none
+
+	// MasterTimeout bounds one master's answer (the engine's option); a
+	// loaded machine needs more than the default to count no timeouts.
+	MasterTimeout time.Duration
 }
 
 func defaultDemoOptions() demoOptions {
@@ -50,6 +54,8 @@ func defaultDemoOptions() demoOptions {
 		TTL:         5 * time.Second,
 		LockTimeout: 10 * time.Second,
 		Timeout:     time.Minute,
+
+		MasterTimeout: api.DefaultOptions().MasterTimeout,
 	}
 }
 
@@ -104,6 +110,7 @@ it did (a bug), 2 on a usage or setup error, 130 when interrupted.`,
 	f.StringVar(&o.Pick, "pick", o.Pick, "how buyers pick a product: round-robin or random")
 	f.DurationVar(&o.Work, "work", o.Work, "time a purchase takes between reading and writing the stock")
 	f.DurationVar(&o.TTL, "ttl", o.TTL, "lock time to live")
+	f.DurationVar(&o.MasterTimeout, "master-timeout", o.MasterTimeout, "bound on one master's answer (a batch waiting in a master's queue counts)")
 	f.DurationVar(&o.LockTimeout, "lock-timeout", o.LockTimeout, "how long one Lock call may retry before the buyer counts an error and tries again")
 	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "give up when the whole demo takes longer")
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object instead of the report")
@@ -146,6 +153,8 @@ func (o *demoOptions) validate() error {
 		return fmt.Errorf("--lock-timeout %v: want a positive duration", o.LockTimeout)
 	case o.Timeout <= 0:
 		return fmt.Errorf("--timeout %v: want a positive duration", o.Timeout)
+	case o.MasterTimeout <= 0:
+		return fmt.Errorf("--master-timeout %v: want a positive duration", o.MasterTimeout)
 	}
 	return checkTTL(o.TTL)
 }
@@ -237,9 +246,9 @@ type lockEngine interface {
 // openEngine starts the engine for o; tests replace it.
 var openEngine = func(o demoOptions) (lockEngine, error) {
 	if len(o.Nodes) > 0 {
-		return engine.New(o.Nodes, api.WithTTL(o.TTL))
+		return engine.New(o.Nodes, api.WithTTL(o.TTL), api.WithMasterTimeout(o.MasterTimeout))
 	}
-	return engine.NewMemory(o.Masters, api.WithTTL(o.TTL))
+	return engine.NewMemory(o.Masters, api.WithTTL(o.TTL), api.WithMasterTimeout(o.MasterTimeout))
 }
 
 // demo runs the shop without and with the lock and writes the report (or

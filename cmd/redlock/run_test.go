@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/quorumlock/redlock/internal/redistest"
 )
 
 // The test binary doubles as a command for redlock run to start: with
@@ -40,7 +42,7 @@ func intervalHelper(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	time.Sleep(d)
+	time.Sleep(d) // the command's work, in the helper process: what the lock protects
 	line := fmt.Sprintf("%d %d %s %s %s\n", start, time.Now().UnixNano(),
 		os.Getenv(envKey), os.Getenv(envValue), os.Getenv(envToken))
 	f, err := os.OpenFile(args[0], os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
@@ -142,6 +144,7 @@ func waitFile(t *testing.T, path string, lines int, p *bgRedlock) []string {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: no %d lines after 30s", path, lines)
 		}
+		// A poll: another process writes the file, and tells nobody.
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -272,7 +275,7 @@ func waitCatching(t *testing.T, pid int, sig syscall.Signal) {
 	for time.Now().Before(deadline) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		if err != nil {
-			time.Sleep(time.Second)
+			time.Sleep(time.Second) // no /proc: nothing to wait on but time
 			return
 		}
 		for _, l := range strings.Split(string(b), "\n") {
@@ -282,7 +285,7 @@ func waitCatching(t *testing.T, pid int, sig syscall.Signal) {
 				}
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a poll: another process's signal mask
 	}
 	t.Fatalf("process %d does not catch %v after 30s", pid, sig)
 }
@@ -304,7 +307,7 @@ func waitGone(t *testing.T, pid int) {
 			t.Errorf("process %d is still running after the lock was lost", pid)
 			return
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // a poll: the end of a process that is not our child
 	}
 }
 
@@ -341,7 +344,7 @@ func TestRunStatus(t *testing.T) {
 // TestRunTaken holds a key with one run while others try it; then stops the
 // holder with SIGTERM, which its command gets, and takes the key again.
 func TestRunTaken(t *testing.T) {
-	_, nodes := startMasters(t, 5)
+	servers, nodes := startMasters(t, 5)
 	marker := filepath.Join(t.TempDir(), "holding")
 	holder := startRedlock(t, nil, "run", "--key", "taken", "--nodes", nodes, "--quarantine", "0", "--",
 		"sh", "-c", `echo $$ > "$0"; exec sleep 60`, marker)
@@ -362,9 +365,16 @@ func TestRunTaken(t *testing.T) {
 	}
 
 	// Interrupted while waiting.
+	sets := setCalls(t, servers[0])
 	waiter := startRedlock(t, nil, append(base, "--wait", "60s", "--", "sh", "-c", "echo ran")...)
 	waitCatching(t, waiter.cmd.Process.Pid, syscall.SIGINT)
-	time.Sleep(200 * time.Millisecond) // and is waiting for the lock
+	// and is waiting for the lock: a master has refused two of its attempts.
+	for deadline := time.Now().Add(30 * time.Second); setCalls(t, servers[0]) < sets+2; {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter made no attempt on the lock within 30s")
+		}
+		time.Sleep(10 * time.Millisecond) // a poll: another process's attempts on a real Redis
+	}
 	if err := waiter.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
@@ -382,6 +392,24 @@ func TestRunTaken(t *testing.T) {
 	if r := redlock(t, nil, append(base, "--wait", "0", "--", "true")...); r.code != 0 {
 		t.Errorf("after the holder ended: exit %d, want 0: the lock was not released", r.code)
 	}
+}
+
+// setCalls is how many SET commands s has served: the lock attempts on it
+// (extensions and releases are scripts).
+func setCalls(t *testing.T, s *redistest.Server) int {
+	t.Helper()
+	var info string
+	s.Do(t, &info, "INFO", "commandstats")
+	for _, l := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "cmdstat_set:calls="); ok {
+			n, err := strconv.Atoi(rest[:strings.IndexByte(rest+",", ',')])
+			if err != nil {
+				t.Fatalf("INFO commandstats: %q: %v", l, err)
+			}
+			return n
+		}
+	}
+	return 0
 }
 
 // TestRunUnreachable: with a majority of the masters down, or in

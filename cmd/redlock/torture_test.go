@@ -25,6 +25,7 @@ type tortureJSON struct {
 	Grants      int64            `json:"grants"`
 	Sections    int64            `json:"sections"`
 	Faults      map[string]int64 `json:"faults"`
+	FaultDetail map[string]int64 `json:"fault_detail"`
 	ClientPause *struct {
 		Fencing       bool  `json:"fencing"`
 		Pauses        int64 `json:"pauses"`
@@ -95,9 +96,16 @@ func TestTortureEveryFault(t *testing.T) {
 // restarted empty right after a grant hand the lock to a second owner, and
 // the checker must say so.
 func TestTortureNegativeControl(t *testing.T) {
+	// --ttl 5s: a long section (0.3 to 0.8 of the ttl) must outlast the
+	// restart of a majority, which on a loaded machine took longer than the
+	// default 1s; a longer master timeout keeps the clients granted there.
 	r := redlock(t, nil, "torture", "--no-quarantine", "--schedule", "split-brain", "--duration", "10s",
-		"--seed", "1", "--progress", "0", "--json")
+		"--ttl", "5s", "--master-timeout", "1s", "--seed", "1", "--progress", "0", "--json")
 	rep := decodeTorture(t, r.stdout)
+	// The precondition: a majority was killed during a long section.
+	if rep.FaultDetail["kill.targeted"] == 0 {
+		t.Fatalf("no majority kill during a long section in 10s (faults %v, %v): the split brain was never set up", rep.Faults, rep.FaultDetail)
+	}
 	if r.code != exitFailure {
 		t.Fatalf("exit %d, want %d: the checker did not catch the split brain (%d grants, faults %v)", r.code, exitFailure, rep.Grants, rep.Faults)
 	}
@@ -309,6 +317,9 @@ func TestTortureStopsItsMasters(t *testing.T) {
 				workers = children(cmd.Process.Pid, filepath.Base(bin))
 			}
 			pids = append(pids, workers...)
+			// Not an order the result depends on: the command must stop its
+			// children on a signal at any moment; this lets the run get
+			// going (the command reports nothing with --progress 0).
 			time.Sleep(500 * time.Millisecond)
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)

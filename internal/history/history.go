@@ -207,7 +207,12 @@ func checkKey(key string, gs []*Grant, resets []Reset) []Violation {
 			fenced = append(fenced, g)
 		}
 	}
-	slices.SortStableFunc(fenced, func(a, b *Grant) int { return cmp.Compare(a.GrantedAt, b.GrantedAt) })
+	// Grants recorded at one instant (a fake clock's, or a coarse one's)
+	// have no order of their own: taken in token order they accuse nobody,
+	// while equal tokens still do.
+	slices.SortStableFunc(fenced, func(a, b *Grant) int {
+		return cmp.Or(cmp.Compare(a.GrantedAt, b.GrantedAt), cmp.Compare(a.Token, b.Token))
+	})
 	for i := 1; i < len(fenced); i++ {
 		a, b := fenced[i-1], fenced[i]
 		if b.Token > a.Token || resetBetween(resets, a.GrantedAt, b.GrantedAt) {

@@ -163,6 +163,6 @@ func TestNoOrphanWhenProgramDies(t *testing.T) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 			t.Fatalf("redis-server %d outlived the program that started it", pid)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a poll: the end of a process that is not our child
 	}
 }

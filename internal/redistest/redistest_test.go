@@ -173,6 +173,6 @@ func TestNoOrphanWhenTestBinaryDies(t *testing.T) {
 			syscall.Kill(pid, syscall.SIGKILL)
 			t.Fatalf("redis-server %d outlived its test binary", pid)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a poll: the end of a process that is not our child
 	}
 }

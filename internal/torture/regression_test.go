@@ -3,6 +3,7 @@ package torture
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/quorumlock/redlock/api"
@@ -18,6 +19,10 @@ import (
 // that never called Done and checked Err before acting (if l.Err() == nil {
 // write() }) was told its lock was fine long after Until.
 func TestErrAfterUntilWithoutDone(t *testing.T) {
+	synctest.Test(t, testErrAfterUntilWithoutDone)
+}
+
+func testErrAfterUntilWithoutDone(t *testing.T) {
 	e, err := engine.NewMemory(5, api.WithTTL(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +32,7 @@ func TestErrAfterUntilWithoutDone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Until(l.Until()) + 30*time.Millisecond)
+	time.Sleep(time.Until(l.Until()) + time.Nanosecond) // fake time: just past Until
 	if l.Err() == nil {
 		t.Errorf("Err() = nil %v after Until: the holder is not told its lock ran out", time.Since(l.Until()).Round(time.Millisecond))
 	}
@@ -64,6 +69,7 @@ func TestRestartQuarantineHoldsForItsPeriod(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A poll: the end of real masters' quarantine is time passing.
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 			l, err := e.TryLock(ctx, "probe")
 			if err == nil {
@@ -79,7 +85,8 @@ func TestRestartQuarantineHoldsForItsPeriod(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	for round := range 3 {
-		// Restart about 120ms before a second boundary.
+		// Restart about 120ms before a wall-clock second boundary (Redis's
+		// uptime is wall-clock seconds: the time is the subject here).
 		now := time.Now()
 		time.Sleep(time.Second - time.Duration(now.Nanosecond()) - 120*time.Millisecond + func() time.Duration {
 			if now.Nanosecond() > int(880*time.Millisecond) {
@@ -104,7 +111,7 @@ func TestRestartQuarantineHoldsForItsPeriod(t *testing.T) {
 				_ = second.Unlock(ctx)
 				break
 			}
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(2 * time.Millisecond) // b's retries, 2ms apart, for as long as a's lock is valid
 		}
 		_ = held.Unlock(ctx)
 	}

@@ -385,9 +385,11 @@ func (s *shard) tick(now int64) {
 }
 
 // deadline is now+ttl, saturating so that an absurd ttl means "forever"
-// instead of wrapping into the past.
+// instead of wrapping into the past. now is negative inside a synctest
+// bubble (its clock starts in 2000, before base), where MaxInt64-now would
+// itself overflow; MaxInt64-ttl cannot.
 func deadline(now int64, ttl time.Duration) int64 {
-	if int64(ttl) > math.MaxInt64-now {
+	if ttl > 0 && now > math.MaxInt64-int64(ttl) {
 		return math.MaxInt64
 	}
 	return now + int64(ttl)

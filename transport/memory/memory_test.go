@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -54,11 +56,15 @@ func info(t *testing.T, c transport.Transport) transport.ServerInfo {
 }
 
 func TestRestart(t *testing.T) {
+	synctest.Test(t, testRestart)
+}
+
+func testRestart(t *testing.T) {
 	m := memory.New()
 	c := m.Transport()
 	defer c.Close()
 	do(t, c, acq("a", "1", time.Hour), acq("b", "1", time.Hour))
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(10 * time.Millisecond) // fake time: the uptime to see
 	before := info(t, c)
 	if len(before.RunID) != 40 {
 		t.Errorf("RunID %q: want 40 hex digits like Redis's run_id", before.RunID)
@@ -121,12 +127,18 @@ func TestRestartChangesEpoch(t *testing.T) {
 func TestRestartIsAtomic(t *testing.T) {
 	m := memory.New()
 	var stop atomic.Bool
+	var ops atomic.Int64 // client iterations so far
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		defer stop.Store(true)
 		for range 200 {
 			m.Restart()
-			time.Sleep(50 * time.Microsecond)
+			// The clients run a few iterations in each epoch: paced by
+			// their progress, not the clock, so that a loaded machine that
+			// runs this goroutine alone for a while still interleaves them.
+			for n := ops.Load(); ops.Load() < n+4 && !t.Failed(); {
+				runtime.Gosched()
+			}
 		}
 	})
 	var (
@@ -140,6 +152,7 @@ func TestRestartIsAtomic(t *testing.T) {
 			res := make([]transport.Result, 1)
 			var setAt uint64 // epoch read before the Do that last set k
 			for i := 0; !stop.Load() && !t.Failed(); i++ {
+				ops.Add(1)
 				e0 := epoch(c)
 				si := info(t, c)
 				e1 := epoch(c)
@@ -214,12 +227,18 @@ func TestMultiKeyNoDeadlock(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	done := make(chan struct{})
-	for g := range 8 {
+	const workers = 8
+	var ops atomic.Int64 // ops run so far
+	var running atomic.Int32
+	running.Store(workers)
+	for g := range workers {
 		wg.Go(func() {
+			defer running.Add(-1)
 			c := m.Transport()
 			rng := rand.New(rand.NewPCG(uint64(g), 1))
 			v := fmt.Sprint("v", g)
 			for range 3000 {
+				ops.Add(1)
 				ks := make([]string, 2+rng.IntN(6))
 				for i := range ks {
 					ks[i] = keys[rng.IntN(len(keys))]
@@ -253,7 +272,11 @@ func TestMultiKeyNoDeadlock(t *testing.T) {
 	wg.Go(func() {
 		for range 200 {
 			m.Restart()
-			time.Sleep(100 * time.Microsecond)
+			// Paced by the workers' progress, not the clock (see
+			// TestRestartIsAtomic), until they are done.
+			for n := ops.Load(); ops.Load() < n+workers && running.Load() > 0; {
+				runtime.Gosched()
+			}
 		}
 	})
 	go func() { wg.Wait(); close(done) }()
@@ -265,6 +288,10 @@ func TestMultiKeyNoDeadlock(t *testing.T) {
 }
 
 func TestLenGetHonourExpiry(t *testing.T) {
+	synctest.Test(t, testLenGetHonourExpiry)
+}
+
+func testLenGetHonourExpiry(t *testing.T) {
 	m := memory.New()
 	c := m.Transport()
 	defer c.Close()
@@ -275,7 +302,7 @@ func TestLenGetHonourExpiry(t *testing.T) {
 	if n := m.Len(); n != 2 {
 		t.Errorf("Len = %d, want 2", n)
 	}
-	time.Sleep(40 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // fake time: exactly the short ttl
 	if v, ok := m.Get("short"); ok {
 		t.Errorf(`Get("short") after its ttl = %q, true; want absent`, v)
 	}

@@ -2,12 +2,12 @@ package memory_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/quorumlock/redlock/transport"
+	"github.com/quorumlock/redlock/transport/internal/model"
 	"github.com/quorumlock/redlock/transport/memory"
 )
 
@@ -34,7 +34,7 @@ func FuzzOps(f *testing.F) {
 		defer c.Close()
 		ep := c.(transport.ServerReporter)
 		ir := ep
-		md := newModel()
+		md := model.New()
 		var batch []transport.Op
 		flush := func() {
 			if len(batch) == 0 {
@@ -45,7 +45,7 @@ func FuzzOps(f *testing.F) {
 				t.Fatalf("Do: %v", err)
 			}
 			for i, op := range batch {
-				if err := md.check(op, res[i]); err != nil {
+				if err := md.Check(op, res[i]); err != nil {
 					t.Fatalf("op %d of the batch, %s: %v", i, describe(op), err)
 				}
 			}
@@ -59,7 +59,7 @@ func FuzzOps(f *testing.F) {
 				if b1&0x80 != 0 {
 					before, run := ep.Epoch(), runID(t, ir)
 					m.Restart()
-					md = newModel()
+					md = model.New()
 					if ep.Epoch() == before || runID(t, ir) == run {
 						t.Fatal("a restart changed neither the epoch nor the run id")
 					}
@@ -72,14 +72,14 @@ func FuzzOps(f *testing.F) {
 		live := 0
 		for _, k := range keys {
 			v, ok := m.Get(k)
-			if want, held := md.held[k]; ok != held || v != want {
+			if want, held := md.Held[k]; ok != held || v != want {
 				t.Fatalf("key %s: master holds %q (%v), model %q (%v)", k, v, ok, want, held)
 			}
 			if ok {
 				live++
 			}
-			if n, o := m.Fence(k), m.FenceOwner(k); n != md.fence[k].n || o != md.fence[k].owner {
-				t.Fatalf("fence of %s: master %d owned by %q, model %d owned by %q", k, n, o, md.fence[k].n, md.fence[k].owner)
+			if n, o := m.Fence(k), m.FenceOwner(k); n != md.Fence[k].N || o != md.Fence[k].Owner {
+				t.Fatalf("fence of %s: master %d owned by %q, model %d owned by %q", k, n, o, md.Fence[k].N, md.Fence[k].Owner)
 			}
 		}
 		if m.Len() != live {
@@ -153,104 +153,4 @@ func runID(t *testing.T, ir transport.ServerReporter) string {
 
 func describe(op transport.Op) string {
 	return fmt.Sprintf("%s key=%q keys=%q value=%q ttl=%v token=%d", op.Kind, op.Key, op.Keys, op.Value, op.TTL, op.Token)
-}
-
-// model is the contract of package transport for keys that never expire.
-type model struct {
-	held  map[string]string
-	fence map[string]modelFence
-}
-
-type modelFence struct {
-	n     int64
-	owner string
-}
-
-func newModel() model { return model{held: map[string]string{}, fence: map[string]modelFence{}} }
-
-// check applies op to the model and says how r differs from the answer the
-// contract requires.
-func (m model) check(op transport.Op, r transport.Result) error {
-	if err := transport.Check(&op); err != nil {
-		if !errors.Is(r.Err, transport.ErrInvalidOp) {
-			return fmt.Errorf("invalid op (%v) answered %+v, want ErrInvalidOp", err, r)
-		}
-		return nil
-	}
-	ok, token := m.apply(op)
-	if r.Err != nil || r.OK != ok || (op.Kind == transport.AcquireFenced && r.Token != token) {
-		return fmt.Errorf("answered OK=%v Token=%d Err=%v, want OK=%v Token=%d", r.OK, r.Token, r.Err, ok, token)
-	}
-	return nil
-}
-
-func (m model) apply(op transport.Op) (bool, int64) {
-	if len(op.Keys) > 1 {
-		return m.applyMulti(op), 0
-	}
-	v, held := m.held[op.Key]
-	switch op.Kind {
-	case transport.Acquire:
-		if held {
-			return false, 0
-		}
-		m.held[op.Key] = op.Value
-		return true, 0
-	case transport.Release:
-		if held && v == op.Value {
-			delete(m.held, op.Key)
-			return true, 0
-		}
-		return false, 0
-	case transport.Extend:
-		return held && v == op.Value, 0
-	case transport.AcquireFenced:
-		if held {
-			return false, 0
-		}
-		m.held[op.Key] = op.Value
-		n := m.fence[op.Key].n + 1
-		m.fence[op.Key] = modelFence{n, op.Value}
-		return true, n
-	case transport.RaiseFence:
-		f := m.fence[op.Key]
-		if f.n < op.Token {
-			m.fence[op.Key] = modelFence{op.Token, op.Value}
-			return true, 0
-		}
-		return f.n == op.Token && f.owner == op.Value, 0
-	}
-	return false, 0
-}
-
-func (m model) applyMulti(op transport.Op) bool {
-	switch op.Kind {
-	case transport.Acquire:
-		for _, k := range op.Keys {
-			if _, held := m.held[k]; held {
-				return false
-			}
-		}
-		for _, k := range op.Keys {
-			m.held[k] = op.Value
-		}
-		return true
-	case transport.Release:
-		deleted := 0
-		for _, k := range op.Keys {
-			if v, held := m.held[k]; held && v == op.Value {
-				delete(m.held, k)
-				deleted++
-			}
-		}
-		return deleted == len(op.Keys)
-	case transport.Extend:
-		for _, k := range op.Keys {
-			if v, held := m.held[k]; !held || v != op.Value {
-				return false
-			}
-		}
-		return true
-	}
-	return false
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/quorumlock/redlock/transport"
@@ -39,16 +40,22 @@ func fill(t *testing.T, c transport.Transport, prefix string, n int, ttl time.Du
 }
 
 // TestSweep shows that expired keys nobody touches again are still removed,
-// by the writes of other keys, without a background goroutine.
+// by the writes of other keys, without a background goroutine. In a synctest
+// bubble, whose clock stands still while the fill runs, however long a loaded
+// machine takes for it.
 func TestSweep(t *testing.T) {
+	synctest.Test(t, testSweep)
+}
+
+func testSweep(t *testing.T) {
 	m := New()
 	c := m.Transport()
-	// Long enough to outlive the fill, so that all 10000 are stored.
+	// The fill takes no time on the bubble's clock: all 10000 are stored.
 	fill(t, c, "old", 10_000, 100*time.Millisecond)
 	if n := m.stored(); n != 10_000 {
 		t.Fatalf("stored %d entries, want 10000", n)
 	}
-	time.Sleep(120 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // fake time: all 10000 have expired
 	// About 31 writes per shard: four sweeps of each shard, enough to
 	// clear its ~156 expired entries while samples stay mostly expired.
 	fill(t, c, "new", 2_000, time.Hour)
@@ -58,8 +65,13 @@ func TestSweep(t *testing.T) {
 }
 
 // TestSweepBoundsGrowth writes only fresh short-lived keys, the pattern that
-// would grow a map without active expiry forever.
+// would grow a map without active expiry forever. (In a bubble: "expired"
+// must not depend on how long a fill takes.)
 func TestSweepBoundsGrowth(t *testing.T) {
+	synctest.Test(t, testSweepBoundsGrowth)
+}
+
+func testSweepBoundsGrowth(t *testing.T) {
 	m := New()
 	c := m.Transport()
 	const batch, batches = 1_000, 50
@@ -68,7 +80,7 @@ func TestSweepBoundsGrowth(t *testing.T) {
 	for b := range batches {
 		fill(t, c, fmt.Sprintf("b%d:", b), batch, ttl)
 		maxStored = max(maxStored, m.stored())
-		time.Sleep(ttl) // everything but the last batch is expired from now on
+		time.Sleep(ttl) // fake time: everything but the last batch is expired from now on
 	}
 	// With lazy expiry alone all 50000 would still be stored.
 	if maxStored > 5*batch {
@@ -78,6 +90,12 @@ func TestSweepBoundsGrowth(t *testing.T) {
 }
 
 func TestDeadlineSaturates(t *testing.T) {
+	testDeadlineSaturates(t)
+	// A bubble's clock is before the package's time base: now is negative.
+	synctest.Test(t, testDeadlineSaturates)
+}
+
+func testDeadlineSaturates(t *testing.T) {
 	m := New()
 	c := m.Transport()
 	res := make([]transport.Result, 1)

@@ -15,6 +15,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,6 +98,8 @@ func eventually(t *testing.T, timeout time.Duration, f func() error) {
 		if time.Now().After(deadline) {
 			t.Fatalf("not within %v: %v", timeout, err)
 		}
+		// A poll interval: callers wait for a real server to come back,
+		// which the transport reports as no event of its own.
 		time.Sleep(10 * time.Millisecond)
 	}
 }
@@ -118,15 +121,20 @@ func TestDeadMasterFailsFastThenReconnects(t *testing.T) {
 		t.Fatalf("Dial to a dead master: %v, want ErrUnavailable", err)
 	}
 
-	tr, err := New(Config{Addr: s.Addr})
+	// A reconnection backoff of 2-6s: a Do that waited for the next dial
+	// instead of failing would take over a second after the first attempt
+	// failed, which no scheduling delay explains.
+	const backoff = 4 * time.Second
+	tr, err := New(Config{Addr: s.Addr, ReconnectInitial: backoff, ReconnectMax: backoff})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
+	<-tr.firstDone // the first dial failed: the loop is in its backoff wait
 	for range 10 {
 		start := time.Now()
 		res, err := do(tr, acq("k", "v", time.Second), rel("k", "v"))
-		if d := time.Since(start); d > 50*time.Millisecond {
+		if d := time.Since(start); d > backoff/4 {
 			t.Errorf("Do on a dead master took %v, want it to fail fast", d)
 		}
 		if !errors.Is(err, transport.ErrUnavailable) {
@@ -137,7 +145,6 @@ func TestDeadMasterFailsFastThenReconnects(t *testing.T) {
 				t.Fatalf("op %d on a dead master: %+v, want Err wrapping ErrUnavailable", i, r)
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	if err := tr.Ping(ctx); !errors.Is(err, transport.ErrUnavailable) {
 		t.Errorf("Ping on a dead master: %v", err)
@@ -151,7 +158,7 @@ func TestDeadMasterFailsFastThenReconnects(t *testing.T) {
 	}
 
 	s.Restart(t)
-	eventually(t, 5*time.Second, func() error {
+	eventually(t, 3*backoff, func() error {
 		_, err := do(tr, acq("k", "v", time.Second))
 		return err
 	})
@@ -534,7 +541,7 @@ func TestEpoch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	time.Sleep(20 * time.Millisecond)
+	<-tr.firstDone // the first connection attempt failed
 	if e := tr.Epoch(); e != 0 {
 		t.Errorf("Epoch before any connection = %d, want 0", e)
 	}
@@ -596,7 +603,12 @@ func TestEpoch(t *testing.T) {
 
 func TestPausedMaster(t *testing.T) {
 	s := redistest.Start(t, 1)[0]
-	tr := dial(t, Config{Addr: s.Addr, OpTimeout: 100 * time.Millisecond})
+	// Bounds relative to what a batch would otherwise wait for: a batch
+	// that ignored its 50ms deadline would return at OpTimeout (2s), one
+	// without a deadline that ignored OpTimeout never; a loaded machine's
+	// delays fit well inside either gap.
+	const opTimeout = 2 * time.Second
+	tr := dial(t, Config{Addr: s.Addr, OpTimeout: opTimeout})
 	mustDo(t, tr, []transport.Op{acq("k", "v", time.Minute)}, true)
 
 	s.Pause()
@@ -615,7 +627,7 @@ func TestPausedMaster(t *testing.T) {
 		err := tr.Do(ctx, []transport.Op{acq("k2", "v", time.Minute), rel("k", "v")}, res)
 		d := time.Since(start)
 		cancel()
-		if d > 150*time.Millisecond {
+		if d > opTimeout/2 {
 			t.Errorf("batch %d on a paused master returned after %v, want ~50ms", i, d)
 		}
 		if !errors.Is(err, context.DeadlineExceeded) {
@@ -633,8 +645,8 @@ func TestPausedMaster(t *testing.T) {
 	if err := tr.Do(context.Background(), []transport.Op{acq("k3", "v", time.Minute)}, res); err == nil {
 		t.Error("Do without a deadline on a paused master succeeded")
 	}
-	if d := time.Since(start); d > 250*time.Millisecond {
-		t.Errorf("Do without a deadline returned after %v, want OpTimeout (100ms)", d)
+	if d := time.Since(start); d < opTimeout || d > 2*opTimeout {
+		t.Errorf("Do without a deadline returned after %v, want OpTimeout (%v)", d, opTimeout)
 	}
 	if err := tr.Ping(ctxTimeout(t, 50*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Ping on a paused master: %v", err)
@@ -676,11 +688,16 @@ func TestCloseWhilePaused(t *testing.T) {
 			_ = tr.Do(ctx, []transport.Op{acq("k", "v", time.Minute)}, res)
 		})
 	}
+	// Not an order the result depends on: a batch not yet sent at Close
+	// fails with ErrClosed just as promptly; the pause only lets most of
+	// them reach the paused server first (the transport has no "sent" event
+	// to wait for, and a stopped server cannot be asked).
 	time.Sleep(50 * time.Millisecond)
 	start := time.Now()
 	tr.Close()
 	wg.Wait()
-	if d := time.Since(start); d > time.Second {
+	// A Close that waited for the stuck batches would take their 5s.
+	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("Close with batches stuck on a paused master took %v", d)
 	}
 	res := make([]transport.Result, 1)
@@ -706,10 +723,11 @@ func TestCloseWhileReconnecting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond)
+	<-tr.firstDone // the first dial failed: the loop waits out a backoff of an hour
 	start := time.Now()
 	tr.Close()
-	if d := time.Since(start); d > 100*time.Millisecond {
+	// A Close that waited for the backoff would take half an hour at least.
+	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("Close during a backoff wait took %v", d)
 	}
 }
@@ -942,8 +960,32 @@ func TestConcurrentBatchesAcrossReconnects(t *testing.T) {
 	tr := dial(t, Config{Addr: s.Addr})
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	var okCount, errCount sync.Map
-	for g := range 8 {
+	// Each phase below waits until every goroutine has seen it: a batch
+	// answered before the kill, one failed after it, and one answered
+	// after the restart.
+	const workers = 8
+	type phase struct {
+		ok    bool // what the phase waits for: an answer or a failure
+		once  [workers]sync.Once
+		reach [workers]chan struct{}
+	}
+	var cur atomic.Pointer[phase]
+	await := func(ok bool, what string) {
+		t.Helper()
+		p := &phase{ok: ok}
+		for g := range p.reach {
+			p.reach[g] = make(chan struct{})
+		}
+		cur.Store(p)
+		for g, ch := range p.reach {
+			select {
+			case <-ch:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("goroutine %d: no batch %s within 30s", g, what)
+			}
+		}
+	}
+	for g := range workers {
 		wg.Go(func() {
 			for i := 0; ; i++ {
 				select {
@@ -956,27 +998,26 @@ func TestConcurrentBatchesAcrossReconnects(t *testing.T) {
 				res := make([]transport.Result, 2)
 				err := tr.Do(ctx, []transport.Op{acq(k, "v", time.Minute), rel(k, "v")}, res)
 				cancel()
+				if p := cur.Load(); p != nil && p.ok == (err == nil) {
+					p.once[g].Do(func() { close(p.reach[g]) })
+				}
 				if err == nil {
-					okCount.Store(g, true)
 					if !res[0].OK || !res[1].OK {
 						t.Errorf("fresh key %s: %+v", k, res)
 					}
 				} else {
-					errCount.Store(g, true)
+					// A retry pause, not an order: a dead master fails
+					// batches at once, and a loop without it would only
+					// burn the CPU the reconnection needs.
 					time.Sleep(time.Millisecond)
 				}
 			}
 		})
 	}
-	time.Sleep(50 * time.Millisecond)
+	defer func() { close(stop); wg.Wait() }()
+	await(true, "answered before the kill")
 	s.Kill()
-	time.Sleep(50 * time.Millisecond)
+	await(false, "failed after the kill")
 	s.Restart(t)
-	eventually(t, 5*time.Second, func() error {
-		_, err := do(tr, acq("probe", "v", time.Second))
-		return err
-	})
-	time.Sleep(50 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	await(true, "answered after the restart")
 }

@@ -57,6 +57,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock/transport"
+	"github.com/quorumlock/redlock/transport/internal/model"
 )
 
 // hold is the ttl of keys that must stay held for the whole subtest.
@@ -540,14 +541,14 @@ func testOrder(t *testing.T, s *suite) {
 		for i := range keys {
 			keys[i] = ks(fmt.Sprint(i))
 		}
-		m := newModel()
+		m := model.New()
 		ops := randomOps(rng, keys, 1000, s.caps)
 		for i, r := range do(t, c, ops...) {
-			if err := m.check(ops[i], r); err != nil {
+			if err := m.Check(ops[i], r); err != nil {
 				t.Fatalf("op %d %s: %v (seed %d)", i, describe(ops[i]), err, seed)
 			}
 		}
-		expect(t, c, m.verify(keys)...)
+		expect(t, c, verify(m, keys)...)
 	})
 }
 
@@ -567,7 +568,7 @@ func testConcurrentDo(t *testing.T, s *suite) {
 			}
 			// Batches differ from worker to worker and round to round, so
 			// results delivered to the wrong caller would not match.
-			m := newModel()
+			m := model.New()
 			for r := range rounds {
 				ops := randomOps(rng, keys, batch, s.caps)
 				res := make([]transport.Result, len(ops))
@@ -576,7 +577,7 @@ func testConcurrentDo(t *testing.T, s *suite) {
 					return
 				}
 				for i, got := range res {
-					if err := m.check(ops[i], got); err != nil {
+					if err := m.Check(ops[i], got); err != nil {
 						t.Errorf("worker %d round %d op %d %s: %v", w, r, i, describe(ops[i]), err)
 						return
 					}
@@ -879,108 +880,12 @@ func testOptional(t *testing.T, s *suite) {
 	})
 }
 
-// model is the sequential reference for a master whose keys never expire
-// within a test, and whose fencing counters start at 0.
-type model struct {
-	held  map[string]string     // key -> value held
-	fence map[string]modelFence // key -> fencing counter
-}
-
-type modelFence struct {
-	n     int64
-	owner string
-}
-
-func newModel() model { return model{held: map[string]string{}, fence: map[string]modelFence{}} }
-
-// apply applies a valid op and returns the OK and Token the master must
-// answer.
-func (m model) apply(op transport.Op) (bool, int64) {
-	if len(op.Keys) > 1 {
-		return m.applyMulti(op), 0
-	}
-	v, held := m.held[op.Key]
-	switch op.Kind {
-	case transport.Acquire:
-		if held {
-			return false, 0
-		}
-		m.held[op.Key] = op.Value
-		return true, 0
-	case transport.Release:
-		if held && v == op.Value {
-			delete(m.held, op.Key)
-			return true, 0
-		}
-	case transport.Extend:
-		return held && v == op.Value, 0
-	case transport.AcquireFenced:
-		if held {
-			return false, 0
-		}
-		m.held[op.Key] = op.Value
-		n := m.fence[op.Key].n + 1
-		m.fence[op.Key] = modelFence{n, op.Value}
-		return true, n
-	case transport.RaiseFence:
-		f := m.fence[op.Key]
-		if f.n < op.Token {
-			m.fence[op.Key] = modelFence{op.Token, op.Value}
-			return true, 0
-		}
-		return f.n == op.Token && f.owner == op.Value, 0
-	}
-	return false, 0
-}
-
-func (m model) applyMulti(op transport.Op) bool {
-	switch op.Kind {
-	case transport.Acquire:
-		for _, k := range op.Keys {
-			if _, held := m.held[k]; held {
-				return false
-			}
-		}
-		for _, k := range op.Keys {
-			m.held[k] = op.Value
-		}
-		return true
-	case transport.Release:
-		deleted := 0
-		for _, k := range op.Keys {
-			if v, held := m.held[k]; held && v == op.Value {
-				delete(m.held, k)
-				deleted++
-			}
-		}
-		return deleted == len(op.Keys)
-	case transport.Extend:
-		for _, k := range op.Keys {
-			if v, held := m.held[k]; !held || v != op.Value {
-				return false
-			}
-		}
-		return true
-	}
-	return false
-}
-
-// check applies op to m and says how r differs from what the master must
-// have answered, if it does.
-func (m model) check(op transport.Op, r transport.Result) error {
-	ok, token := m.apply(op)
-	if r.Err != nil || r.OK != ok || (op.Kind == transport.AcquireFenced && r.Token != token) {
-		return fmt.Errorf("OK=%v Token=%d Err=%v, want OK=%v Token=%d Err=nil", r.OK, r.Token, r.Err, ok, token)
-	}
-	return nil
-}
-
 // verify returns steps that pass only if the master holds exactly what m
 // holds for keys, and that leave those keys free.
-func (m model) verify(keys []string) []step {
+func verify(m model.Model, keys []string) []step {
 	var steps []step
 	for _, k := range keys {
-		if v, held := m.held[k]; held {
+		if v, held := m.Held[k]; held {
 			steps = append(steps, step{acq(k, "probe", hold), false}, step{rel(k, v), true})
 		} else {
 			steps = append(steps, step{acq(k, "probe", hold), true}, step{rel(k, "probe"), true})

@@ -80,7 +80,7 @@ var mutants = []struct {
 		if _, held := m.Get(op.Key); held {
 			return transport.Result{}
 		}
-		time.Sleep(time.Millisecond) // widen the race window
+		time.Sleep(time.Millisecond) // the mutant's own race window, not the test's order
 		if v, held := m.Get(op.Key); held {
 			one(c, transport.Op{Kind: transport.Release, Key: op.Key, Value: v})
 		}
@@ -263,7 +263,7 @@ var mutants = []struct {
 		return doFunc{c, func(ctx context.Context, ops []transport.Op, res []transport.Result) error {
 			err := c.Do(ctx, ops, res)
 			go func() { // work left behind that still watches ctx
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // the mutant's lingering work
 				_ = ctx.Err()
 			}()
 			return err
