@@ -46,6 +46,7 @@ type Stats struct {
 	Accepted int64 // client connections accepted
 	Resets   int64 // connections aborted by Reset
 	Cuts     int64 // calls of Cut
+	Held     int64 // chunks held by a cut right now (read, not yet delivered)
 }
 
 // Proxy forwards connections from Addr to the target.
@@ -65,6 +66,7 @@ type Proxy struct {
 	accepted atomic.Int64
 	resets   atomic.Int64
 	cuts     atomic.Int64
+	held     atomic.Int64 // chunks waiting in waitFlow for a cut to heal
 }
 
 // New starts a proxy on a free port of 127.0.0.1 that forwards to target
@@ -101,7 +103,7 @@ func (p *Proxy) SetTarget(addr string) {
 
 // Stats returns the counters.
 func (p *Proxy) Stats() Stats {
-	return Stats{Accepted: p.accepted.Load(), Resets: p.resets.Load(), Cuts: p.cuts.Load()}
+	return Stats{Accepted: p.accepted.Load(), Resets: p.resets.Load(), Cuts: p.cuts.Load(), Held: p.held.Load()}
 }
 
 // SetDelay sets the one-way delay added to every chunk from now on (0: none).
@@ -200,9 +202,12 @@ func (p *Proxy) waitFlow(done <-chan struct{}) bool {
 		if h == nil {
 			return true
 		}
+		p.held.Add(1)
 		select {
 		case <-h:
+			p.held.Add(-1)
 		case <-done:
+			p.held.Add(-1)
 			return false
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -249,9 +250,13 @@ func TestClose(t *testing.T) {
 	_, p, tr := setup(t)
 	p.Cut(time.Hour) // goroutines waiting on a cut must end too
 	go do(tr, 200*time.Millisecond, acquire("k", "v"))
-	// Not an order the result depends on (Close must end whatever it finds);
-	// it lets the op reach the cut, where the proxy has no event to wait on.
-	time.Sleep(20 * time.Millisecond)
+	// Close with the op held at the cut: a goroutine waiting for a cut to
+	// heal must end too.
+	for deadline := time.Now().Add(5 * time.Second); p.Stats().Held == 0; runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("the op never reached the cut")
+		}
+	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
