@@ -161,19 +161,30 @@ func TestTortureClockDriftNegativeControl(t *testing.T) {
 	}
 }
 
-// client-pause with fencing: worker processes stopped between their lock
-// check and their write, past validity, while another holder writes; the
-// resource must refuse every stale write. The counts make sure it was put
-// to the test: pauses happened, past validity, and stale writes came.
-func TestTortureClientPause(t *testing.T) {
-	r := redlock(t, nil, "torture", "--faults", "client-pause", "--duration", "10s", "--fault-interval", "500ms",
-		"--engines", "1", "--clients", "4", "--keys", "4", "--seed", "3", "--progress", "0", "--json")
+// clientPauseRun runs 10 seconds of client-pause on one engine (plus its
+// workers) with extra flags, and returns the run, its report and the
+// report, whose client-pause figures it requires.
+func clientPauseRun(t *testing.T, extra ...string) (result, tortureJSON) {
+	t.Helper()
+	args := append([]string{"torture", "--faults", "client-pause", "--duration", "10s", "--fault-interval", "500ms",
+		"--engines", "1", "--clients", "4", "--keys", "4", "--seed", "3", "--progress", "0", "--json"}, extra...)
+	r := redlock(t, nil, args...)
 	rep := decodeTorture(t, r.stdout)
 	p := rep.ClientPause
 	if p == nil {
 		t.Fatalf("no client_pause in the report:\n%s", r.stdout)
 	}
 	t.Logf("client pause: %+v; violations %v", *p, rep.Violations.ByKind)
+	return r, rep
+}
+
+// client-pause with fencing: worker processes stopped between their lock
+// check and their write, past validity, while another holder writes; the
+// resource must refuse every stale write. The counts make sure it was put
+// to the test: pauses happened, past validity, and stale writes came.
+func TestTortureClientPause(t *testing.T) {
+	r, rep := clientPauseRun(t)
+	p := rep.ClientPause
 	if r.code != 0 || rep.Violations.Count != 0 {
 		t.Fatalf("exit %d, violations %+v: with fencing no stale write may be accepted", r.code, rep.Violations)
 	}
@@ -192,14 +203,8 @@ func TestTortureClientPause(t *testing.T) {
 // paused holder's write on top of the next holder's, and the checker must
 // say so.
 func TestTortureClientPauseNoFencing(t *testing.T) {
-	r := redlock(t, nil, "torture", "--faults", "client-pause", "--no-fencing", "--duration", "10s", "--fault-interval", "500ms",
-		"--engines", "1", "--clients", "4", "--keys", "4", "--seed", "3", "--progress", "0", "--json")
-	rep := decodeTorture(t, r.stdout)
+	r, rep := clientPauseRun(t, "--no-fencing")
 	p := rep.ClientPause
-	if p == nil {
-		t.Fatalf("no client_pause in the report:\n%s", r.stdout)
-	}
-	t.Logf("client pause: %+v; violations %v", *p, rep.Violations.ByKind)
 	if r.code != exitFailure || rep.Violations.ByKind["late-write"] == 0 {
 		t.Fatalf("exit %d, violations %v: the checker did not catch the paused holder's late write", r.code, rep.Violations.ByKind)
 	}
