@@ -125,17 +125,7 @@ func TestCheck(t *testing.T) {
 		}}, want: []Kind{Overlap, Overlap}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			vs := Check(tc.h)
-			var kinds []Kind
-			for _, v := range vs {
-				kinds = append(kinds, v.Kind)
-			}
-			if !slices.Equal(kinds, tc.want) {
-				t.Fatalf("violations %v, want %v:\n%v", kinds, tc.want, vs)
-			}
-			if tc.detail != "" && !strings.Contains(vs[0].Detail, tc.detail) {
-				t.Errorf("detail %q does not contain %q", vs[0].Detail, tc.detail)
-			}
+			vs := checkKinds(t, tc.h, tc.want, tc.detail)
 			for _, v := range vs {
 				if v.A == nil || v.Key == "" || (v.Kind != Overrun && v.B == nil) {
 					t.Errorf("incomplete violation %+v", v)
@@ -190,4 +180,22 @@ func TestRecorder(t *testing.T) {
 	if r.At(r.Base()) != 0 || r.Now() <= 0 {
 		t.Fatal("timebase")
 	}
+}
+
+// checkKinds runs Check on h and requires the violations' kinds to be want,
+// in order, and the first one's detail to contain detail (if given).
+func checkKinds(t *testing.T, h History, want []Kind, detail string) []Violation {
+	t.Helper()
+	vs := Check(h)
+	var kinds []Kind
+	for _, v := range vs {
+		kinds = append(kinds, v.Kind)
+	}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("violations %v, want %v:\n%v", kinds, want, vs)
+	}
+	if detail != "" && !strings.Contains(vs[0].Detail, detail) {
+		t.Errorf("detail %q does not contain %q", vs[0].Detail, detail)
+	}
+	return vs
 }
