@@ -169,3 +169,45 @@ func TestFenceOverlapEngine(t *testing.T) {
 		t.Fatalf("lock 2 was granted token %d after lock 1's %d: fencing tokens went backwards", r.l.Token(), l1.Token())
 	}
 }
+
+// rivalRaise is a master on which a rival's write-back of a larger token
+// lands just before each of ours: a newer grant of the key was seen there.
+type rivalRaise struct{ transport.Transport }
+
+func (r rivalRaise) Capabilities() transport.Capabilities {
+	return transport.CapabilitiesOf(r.Transport)
+}
+
+func (r rivalRaise) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
+	for _, op := range ops {
+		if op.Kind == transport.RaiseFence {
+			rival := []transport.Op{{Kind: transport.RaiseFence, Key: op.Key, Value: "rival", Token: op.Token + 5}}
+			if err := r.Transport.Do(ctx, rival, make([]transport.Result, 1)); err != nil {
+				return transport.Fail(res, err)
+			}
+		}
+	}
+	return r.Transport.Do(ctx, ops, res)
+}
+
+// A write-back refused by a majority means a newer grant's token was seen
+// there: the key is contended, the masters answered. TryLock must say
+// "taken" (ErrNotAcquired), not "masters down" (ErrQuorumUnreachable).
+func TestRefusedFenceIsTaken(t *testing.T) {
+	ms := []*memory.Master{memory.New(), memory.New(), memory.New()}
+	ts := []transport.Transport{rivalRaise{ms[0].Transport()}, rivalRaise{ms[1].Transport()}, ms[2].Transport()}
+	e, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine(), api.WithFencing(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	_, err = e.TryLock(context.Background(), "k")
+	if !errors.Is(err, api.ErrNotAcquired) || errors.Is(err, api.ErrQuorumUnreachable) {
+		t.Fatalf("TryLock whose write-back a majority refused: %v; want ErrNotAcquired", err)
+	}
+	for i, m := range ms {
+		if v, ok := m.Get("k"); ok {
+			t.Errorf("master %d still holds k=%q after the failed attempt", i, v)
+		}
+	}
+}
