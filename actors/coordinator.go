@@ -269,14 +269,21 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 				call.Start, call.Validity, call.Token = call.t1, v, call.token
 				c.finish(ctx, call, nil)
 			}
-		} else if call.phase == phaseFencing && call.refused+call.failed > n-c.quorum {
-			c.failAttempt(ctx, call, api.ErrQuorumUnreachable, "the fencing token was not confirmed by a majority")
 		} else if call.refused+call.failed > n-c.quorum {
+			// Too many failures is "masters down"; otherwise masters
+			// answered no: "taken". A write-back a master refuses is a
+			// "no" too: it had seen a newer grant's token for the key.
+			sentinel, detail := api.ErrNotAcquired, ""
 			if call.failed > n-c.quorum {
-				c.failAttempt(ctx, call, api.ErrQuorumUnreachable, "")
-			} else {
-				c.failAttempt(ctx, call, api.ErrNotAcquired, "")
+				sentinel = api.ErrQuorumUnreachable
 			}
+			if call.phase == phaseFencing {
+				detail = "the fencing token was not confirmed by a majority"
+				if sentinel == api.ErrNotAcquired {
+					detail += ": the masters that refused it had seen a newer grant's token"
+				}
+			}
+			c.failAttempt(ctx, call, sentinel, detail)
 		}
 	case phaseExtending:
 		if call.granted >= c.quorum {
