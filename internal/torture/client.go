@@ -113,35 +113,48 @@ func (r *run) client(ctx context.Context, eng api.Locker, e, c int) {
 // fires, and records whether the signal had fired at its end.
 func (r *run) section(l api.Lock, p plan, g *history.Grant) {
 	done := l.Done()
-	select {
-	case <-done:
+	if !vouched(l, done) {
 		return // lost before it began: a careful holder does nothing
-	default:
-	}
-	// Done's timer is armed by the first call of Done, and fires on its
-	// own goroutine: a holder that got here after Until (its goroutine
-	// starved) may still find Done open for a moment. A careful holder
-	// checks the deadline too, as the engine's own docs ask.
-	if !time.Now().Before(l.Until()) {
-		return
 	}
 	g.Ran = true
 	g.Start = r.rec.Now()
-	if p.hold > 0 {
-		t := time.NewTimer(p.hold)
-		select {
-		case <-done:
-		case <-t.C:
-		}
-		t.Stop()
-	}
+	work(done, p.hold)
 	g.End = r.rec.Now()
+	g.Signaled = closed(done)
+	r.sections.Add(1)
+}
+
+// vouched reports whether a careful holder may begin its section: Done
+// (done) is open and the clock is before Until. Done's timer fires on its
+// own goroutine, so a holder that got here after Until (its goroutine
+// starved) may still find Done open for a moment: it checks the deadline
+// too, as the engine's own docs ask.
+func vouched(l api.Lock, done <-chan struct{}) bool {
+	return !closed(done) && time.Now().Before(l.Until())
+}
+
+// work runs a critical section of length d, ended early when done (the
+// lost-lock signal) closes.
+func work(done <-chan struct{}, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-done:
-		g.Signaled = true
-	default:
+	case <-t.C:
 	}
-	r.sections.Add(1)
+}
+
+// closed reports whether done has closed by now.
+func closed(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
 }
 
 func classify(err error) string {

@@ -43,14 +43,7 @@ func (r *run) schedule(ctx context.Context) {
 		}
 		switch kinds[rng.IntN(len(kinds))] {
 		case Kill:
-			n := 1
-			switch x := rng.Float64(); {
-			case x < 0.2:
-				n = r.quorum
-			case x < 0.45:
-				n = 2
-			}
-			r.kill(ctx, rng, n, rng.Float64() < 0.5)
+			r.kill(ctx, rng, r.howMany(rng, 0.2, 0.25), rng.Float64() < 0.5)
 		case Pause:
 			r.pause(ctx, rng)
 		case Latency:

@@ -17,6 +17,19 @@ import (
 // The fault kinds a review of the engine called for (issue 9): each one
 // produces the trigger of a bug that the older kinds never produced.
 
+// howMany draws how many masters a fault hits: a majority (share
+// majority), two (share two) or one (the rest). It takes one number from
+// rng, so a seed replays as before.
+func (r *run) howMany(rng *rand.Rand, majority, two float64) int {
+	switch x := rng.Float64(); {
+	case x < majority:
+		return r.quorum
+	case x < majority+two:
+		return 2
+	}
+	return 1
+}
+
 // victimsOf draws which masters a fault hits: one (share one), a majority
 // (share majority) or all (the rest).
 func (r *run) victimsOf(rng *rand.Rand, one, majority float64) []int {
@@ -155,13 +168,7 @@ func (r *run) addressFlip(ctx context.Context, rng *rand.Rand) {
 		r.count(r.detail, "address-flip.skipped_young", 1)
 		return
 	}
-	n := 1
-	switch x := rng.Float64(); {
-	case x < 0.6:
-		n = r.quorum
-	case x < 0.8:
-		n = 2
-	}
+	n := r.howMany(rng, 0.6, 0.2)
 	victims := rng.Perm(Masters)[:n]
 	slices.Sort(victims)
 	d := uniform(rng, r.cfg.TTL, 3*r.cfg.TTL)

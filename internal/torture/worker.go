@@ -340,12 +340,7 @@ func (w *worker) client(ctx context.Context, c int) {
 // would hit: the parent stops the process there.
 func (w *worker) section(ctx context.Context, l api.Lock, rng *rand.Rand, g *workerLine) {
 	done := l.Done()
-	select {
-	case <-done:
-		return
-	default:
-	}
-	if !time.Now().Before(l.Until()) {
+	if !vouched(l, done) {
 		return
 	}
 	g.Ran, g.Start = true, w.clk.now()
@@ -361,19 +356,10 @@ func (w *worker) section(ctx context.Context, l api.Lock, rng *rand.Rand, g *wor
 	}
 	g.Write = w.write(ctx, g)
 	if w.cfg.work > 0 {
-		t := time.NewTimer(time.Duration(rng.Int64N(int64(w.cfg.work) + 1)))
-		select {
-		case <-done:
-		case <-t.C:
-		}
-		t.Stop()
+		work(done, time.Duration(rng.Int64N(int64(w.cfg.work)+1)))
 	}
 	g.End = w.clk.now()
-	select {
-	case <-done:
-		g.Signaled = true
-	default:
-	}
+	g.Signaled = closed(done)
 }
 
 // write sends one write to the resource; nil when it failed (its outcome
