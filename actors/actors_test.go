@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -27,9 +28,18 @@ type gated struct {
 	late chan struct{}
 	mu   sync.Mutex
 	seen []transport.Op
+	// arrived, when t0 is set, is when each batch with an Acquire reached
+	// Do, since t0.
+	t0      time.Time
+	arrived []time.Duration
 }
 
 func (g *gated) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
+	if !g.t0.IsZero() && slices.ContainsFunc(ops, func(op transport.Op) bool { return op.Kind == transport.Acquire }) {
+		g.mu.Lock()
+		g.arrived = append(g.arrived, time.Since(g.t0))
+		g.mu.Unlock()
+	}
 	select {
 	case <-g.gate:
 	case <-ctx.Done():
@@ -142,18 +152,20 @@ func TestPanickingTransportIsAFailedMaster(t *testing.T) {
 	}
 }
 
-// An acquire that waited in a node's queue past its attempt's deadline is
-// failed without being sent: it could only take a key that must then be
-// released again.
+// An acquire that waited in a node's queue past its attempt's deadline
+// (queueLimit: the TTL here) is dropped without being sent, since it could
+// only take a key that must then be released again; and the drop is
+// overload, not a master's failure: the attempt is retried, not reported.
 func TestStaleAcquireIsNotSent(t *testing.T) {
 	synctest.Test(t, testStaleAcquireIsNotSent)
 }
 
 func testStaleAcquireIsNotSent(t *testing.T) {
-	g := &gated{Transport: memory.New().Transport(), gate: make(chan struct{}), late: make(chan struct{})}
+	g := &gated{Transport: memory.New().Transport(), gate: make(chan struct{}), late: make(chan struct{}), t0: time.Now()}
 	c := start(t, []transport.Transport{g}, 30*time.Millisecond, 1)
-	first := NewCall(Acquire, "trylock", "a", "v1", time.Minute, time.Millisecond)
-	second := NewCall(Acquire, "trylock", "b", "v2", time.Minute, time.Millisecond)
+	const ttl = 100 * time.Millisecond // the queue limit: longer than the 30ms timeout
+	first := NewCall(Acquire, "trylock", "a", "v1", ttl, time.Millisecond)
+	second := NewCall(Acquire, "trylock", "b", "v2", ttl, time.Millisecond)
 	for _, call := range []*Call{first, second} {
 		call.Retry = api.DefaultOptions().Retry
 		call.Retry.MaxAttempts = 1
@@ -162,13 +174,21 @@ func testStaleAcquireIsNotSent(t *testing.T) {
 		}
 	}
 	// The first batch is held past its timeout until both attempts'
-	// deadlines have passed (fake time: both attempts began at the same
-	// instant, 30ms timeouts); otherwise the second attempt could still be
-	// fresh when the first batch returns, and be rightly sent.
+	// queue limits have passed (fake time: both attempts began at the same
+	// instant); otherwise the second attempt could still be fresh when the
+	// first batch returns, and be rightly sent.
 	time.Sleep(150 * time.Millisecond)
 	close(g.late)
 	<-first.Done()
 	<-second.Done()
+	// Neither reports the drop: the stale attempt was retried (its retry
+	// then timed out at the closed gate like the first), and a retried
+	// drop does not count against MaxAttempts.
+	for _, call := range []*Call{first, second} {
+		if errors.Is(call.Err, errStale) || errors.Is(call.Err, errOverloaded) {
+			t.Fatalf("%s: %v; want the stale attempt retried, not reported", call.Key, call.Err)
+		}
+	}
 	masterErr := func(err error) error {
 		var ae *api.Error
 		if !errors.As(err, &ae) || !errors.Is(err, api.ErrQuorumUnreachable) || len(ae.Masters) != 1 {
@@ -176,32 +196,39 @@ func testStaleAcquireIsNotSent(t *testing.T) {
 		}
 		return ae.Masters[0].Err
 	}
+	// Both end timed out at the closed gate: the master is stuck, and that
+	// is what unreachable means. A master's timeout is detail, not the
+	// caller's own context deadline.
+	for _, call := range []*Call{first, second} {
+		if errors.Is(call.Err, context.DeadlineExceeded) {
+			t.Fatalf("%v unwraps to context.DeadlineExceeded", call.Err)
+		}
+		if err := masterErr(call.Err); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s: %v; want its batch timed out", call.Key, err)
+		}
+	}
 	// The two calls may reach the node in either order (they go through
-	// different coordinator shards): one was sent and timed out, the other
-	// waited behind it and went stale.
-	sent, stale := first, second
-	if errors.Is(masterErr(first.Err), errStale) {
-		sent, stale = second, first
-	}
-	// A master's timeout is detail, not the caller's own context deadline.
-	if errors.Is(sent.Err, context.DeadlineExceeded) {
-		t.Fatalf("%v unwraps to context.DeadlineExceeded", sent.Err)
-	}
-	if err := masterErr(sent.Err); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("the acquire sent first: %v; want its batch timed out", err)
-	}
-	if err := masterErr(stale.Err); !errors.Is(err, errStale) {
-		t.Fatalf("the acquire queued behind it: %v; want it failed in the queue", err)
+	// different coordinator shards): one was sent at once; the other waited
+	// behind it until 150ms, past its 100ms queue limit, was dropped then,
+	// and its retry came after a backoff at least as long as the dropped
+	// attempt took (150ms). Sent at 150ms instead, it would have arrived
+	// then.
+	g.mu.Lock()
+	arrived := slices.Clone(g.arrived)
+	g.mu.Unlock()
+	if len(arrived) != 2 || arrived[0] != 0 || arrived[1] < 300*time.Millisecond {
+		t.Fatalf("acquires reached the master at %v after they began; want one at once and the stale one's retry after 300ms or later", arrived)
 	}
 	close(g.gate)
-	// Only cleanup may reach the master from here on; never b's SET. Once
-	// the bubble is idle, whatever was going to be sent has been.
+	// Only cleanup may reach the master from here on; never a SET (the
+	// stale one above all). Once the bubble is idle, whatever was going to
+	// be sent has been.
 	synctest.Wait()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, op := range g.seen {
-		if op.Key == stale.Key && op.Kind == transport.Acquire {
-			t.Fatalf("the stale acquire of %s was sent", stale.Key)
+		if op.Kind == transport.Acquire {
+			t.Fatalf("the acquire of %s was sent after its call ended", op.Key)
 		}
 	}
 }

@@ -80,6 +80,8 @@ type Call struct {
 	seq      uint64 // identifies the current attempt; late replies carry an older one
 	attempts int
 	t1       time.Time
+	sent     time.Time // the earliest send time of this phase's grants (acquire, extend)
+	stale    int       // this attempt's ops dropped as stale in a node's queue
 	granted  int
 	refused  int
 	failed   int
@@ -128,6 +130,19 @@ func NewCall(kind CallKind, op, key, value string, ttl, drift time.Duration) *Ca
 // Done is closed when the call has its result.
 func (c *Call) Done() <-chan struct{} { return c.done }
 
+// from is when the current phase's validity starts: the earliest send time
+// of the grants counted so far. Every granting master applied the op at or
+// after it, so its key lives at least TTL (less drift) from then; counting
+// from t1 instead would charge the time the ops waited in the node queues
+// against the lock. Without a send time (a transport that never went
+// through a node, which cannot happen for a grant), t1.
+func (c *Call) from() time.Time {
+	if c.sent.IsZero() {
+		return c.t1
+	}
+	return c.sent
+}
+
 // opRequest is one operation for the masters. The coordinator sends the same
 // pointer to every node actor; it is read-only once sent.
 type opRequest struct {
@@ -146,8 +161,9 @@ type opRequest struct {
 
 // reply is one master's answer to one opRequest.
 type reply struct {
-	req *opRequest
-	res transport.Result
+	req  *opRequest
+	res  transport.Result
+	sent time.Time // when the op's batch went to the transport; zero if never sent
 }
 
 // nodeReplies carries the replies of one batch of one master to one

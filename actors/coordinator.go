@@ -46,6 +46,12 @@ const cleanupMaxWait = time.Second
 // call's own value, so it must not count as "taken".
 var errOwnLeftover = errors.New("refused, possibly by this call's own earlier attempt whose release did not get through")
 
+// errOverloaded is the cause of an attempt retried because its ops waited
+// past queueLimit in the node queues: it is what a call cancelled after such
+// an attempt reports as its last attempt's outcome, and it is neither
+// "taken" nor "unreachable".
+var errOverloaded = errors.New("overloaded: the attempt waited too long in the node queues and was retried")
+
 // waitQueue is the local line for one key (README, "Lock lifetime"): one contender runs
 // attempts, the others wait their turn, first come first served.
 type waitQueue struct {
@@ -136,7 +142,7 @@ func (c *coordinator) start(ctx actor.Context, call *Call) {
 		}
 	case Extend:
 		c.begin(call, phaseExtending)
-		call.t1 = time.Now()
+		call.t1, call.sent = time.Now(), time.Time{}
 		c.send(ctx, call, transport.Extend, true)
 	}
 }
@@ -169,7 +175,7 @@ func (c *coordinator) begin(call *Call, p phase) {
 	call.seq = c.seq
 	call.phase = p
 	call.granted, call.refused, call.failed, call.replied = 0, 0, 0, 0
-	call.answered, call.grants = 0, 0
+	call.answered, call.grants, call.stale = 0, 0, 0
 	clear(call.errs)
 }
 
@@ -178,7 +184,7 @@ func (c *coordinator) attempt(ctx actor.Context, call *Call) {
 	call.attempts++
 	call.token = 0
 	c.begin(call, phaseAcquiring)
-	call.t1 = time.Now()
+	call.t1, call.sent = time.Now(), time.Time{}
 	if l := call.left; l != nil && l.mask&^l.cleaning != 0 {
 		// An earlier attempt's key may still be here: release it first.
 		// The node applies ops on one key in send order, so the SET below
@@ -206,7 +212,7 @@ func (c *coordinator) send(ctx actor.Context, call *Call, kind transport.OpKind,
 		r.op.Token = call.token
 	}
 	if kind == transport.Acquire || kind == transport.AcquireFenced {
-		r.deadline = call.t1.Add(c.masterTimeout)
+		r.deadline = call.t1.Add(c.queueLimit(call))
 	}
 	for _, pid := range c.nodes {
 		ctx.Send(pid, r)
@@ -227,6 +233,9 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 	switch {
 	case rep.res.Err != nil:
 		call.failed++
+		if rep.res.Err == errStale {
+			call.stale++
+		}
 		if call.errs == nil {
 			call.errs = make([]error, len(c.nodes))
 		}
@@ -235,6 +244,9 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 		call.granted++
 		call.grants |= 1 << node
 		call.token = max(call.token, rep.res.Token)
+		if call.phase != phaseFencing && (call.sent.IsZero() || rep.sent.Before(call.sent)) {
+			call.sent = rep.sent
+		}
 	case call.phase == phaseAcquiring && call.left != nil && call.left.mask&(1<<node) != 0:
 		// The release sent before this SET did not get through (its
 		// reply, sent first, would have cleared the bit): the key that
@@ -251,7 +263,8 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 	switch call.phase {
 	case phaseAcquiring, phaseFencing:
 		if call.granted >= c.quorum {
-			v := call.TTL - time.Since(call.t1) - call.Drift
+			from := call.from()
+			v := call.TTL - time.Since(from) - call.Drift
 			switch {
 			case v <= 0:
 				c.failAttempt(ctx, call, api.ErrQuorumUnreachable, "a majority granted, but too late: the validity was used up")
@@ -266,7 +279,7 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 				c.begin(call, phaseFencing)
 				c.send(ctx, call, transport.RaiseFence, true)
 			default:
-				call.Start, call.Validity, call.Token = call.t1, v, call.token
+				call.Start, call.Validity, call.Token = from, v, call.token
 				c.finish(ctx, call, nil)
 			}
 		} else if call.refused+call.failed > n-c.quorum {
@@ -276,6 +289,15 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 			sentinel, detail := api.ErrNotAcquired, ""
 			if call.failed > n-c.quorum {
 				sentinel = api.ErrQuorumUnreachable
+			}
+			if call.stale > 0 && call.phase == phaseAcquiring && call.failed-call.stale <= n-c.quorum {
+				// Overload, not failure: without the ops that waited
+				// past queueLimit in the nodes' queues, the masters'
+				// answers did not rule a grant out. The attempt does
+				// not count: it is retried, and the wait shows as
+				// latency, never as unreachable masters.
+				call.attempts--
+				sentinel, detail = errOverloaded, ""
 			}
 			if call.phase == phaseFencing {
 				detail = "the fencing token was not confirmed by a majority"
@@ -287,8 +309,9 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 		}
 	case phaseExtending:
 		if call.granted >= c.quorum {
-			if v := call.TTL - time.Since(call.t1) - call.Drift; v > 0 {
-				call.Start, call.Validity = call.t1, v
+			from := call.from()
+			if v := call.TTL - time.Since(from) - call.Drift; v > 0 {
+				call.Start, call.Validity = from, v
 				c.finish(ctx, call, nil)
 			} else {
 				c.finish(ctx, call, c.errorf(call, api.ErrNotHeld, "a majority extended, but too late: the validity was used up"))
@@ -487,7 +510,7 @@ func (c *coordinator) cleaned(ctx actor.Context, node int, rep *reply) {
 
 // cleanLater re-sends a finished call's releases that have not got
 // through, and re-arms its timer, until none is left or its keys must have
-// expired: the last SET went out by t1 + master timeout and was applied
+// expired: the last SET went out by t1 + queueLimit and was applied
 // within another master timeout, and lives TTL there, give or take the
 // drift allowance.
 func (c *coordinator) cleanLater(ctx actor.Context, call *Call) {
@@ -496,7 +519,7 @@ func (c *coordinator) cleanLater(ctx actor.Context, call *Call) {
 	}
 	call.timer = nil
 	l := call.left
-	if l.mask == 0 || time.Since(call.t1) > 2*c.masterTimeout+call.TTL+call.Drift {
+	if l.mask == 0 || time.Since(call.t1) > c.queueLimit(call)+c.masterTimeout+call.TTL+call.Drift {
 		delete(c.pending, call)
 		return
 	}
@@ -559,4 +582,13 @@ func (c *coordinator) answers(call *Call) []api.MasterAnswer {
 		}
 	}
 	return out
+}
+
+// queueLimit is how long an attempt's SET may wait in a node's queue before
+// it is dropped unsent (errStale). A grant's validity counts from when its
+// batch was sent (Call.from), so queueing costs latency, not validity, and
+// the limit only needs to keep the background cleanup's horizon finite
+// (cleanLater): the TTL, or the master timeout if that is longer.
+func (c *coordinator) queueLimit(call *Call) time.Duration {
+	return max(c.masterTimeout, call.TTL)
 }

@@ -34,10 +34,13 @@ func newDeadline() *deadline {
 	return d
 }
 
-// arm starts d for a batch that may run for timeout.
-func (d *deadline) arm(timeout time.Duration) {
-	d.at = time.Now().Add(timeout)
+// arm starts d for a batch that may run for timeout, and returns the time it
+// started: the batch's send time.
+func (d *deadline) arm(timeout time.Duration) time.Time {
+	now := time.Now()
+	d.at = now.Add(timeout)
 	d.timer.Reset(timeout)
+	return now
 }
 
 // disarm stops d after its batch and reports whether d can be armed again.

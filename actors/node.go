@@ -11,7 +11,9 @@ import (
 )
 
 // errStale fails an acquire that waited in the queue past its attempt's
-// deadline: sending it would only take a key that must be released again.
+// deadline (see coordinator.queueLimit): sending it would only take a key
+// that must be released again. The coordinator retries such an attempt
+// rather than report healthy masters as unreachable.
 var errStale = errors.New("timed out waiting in the node's queue")
 
 // node is the actor of one master. It queues operations and, whenever fewer
@@ -50,6 +52,10 @@ type batch struct {
 	ops   []transport.Op
 	res   []transport.Result
 	epoch uint64 // the transport's epoch around Do (see quarantine)
+	// sent is when the batch went to the transport, after any wait in the
+	// queue: no master can have applied its ops earlier, so a grant's
+	// validity counts from here (admission control: overload is latency).
+	sent time.Time
 }
 
 // drainMsg asks a node to close done once its queue is empty and nothing is
@@ -151,7 +157,7 @@ func (n *node) worker() {
 // finish vets a returned batch's grants, routes its results and recycles it.
 func (n *node) finish(b *batch) {
 	n.q.vet(n, b)
-	n.deliver(b.reqs, b.res)
+	n.deliver(b.reqs, b.res, b.sent)
 	n.recycle(b)
 }
 
@@ -221,7 +227,7 @@ func (n *node) do(b *batch, d *deadline) (reuse bool) {
 			reuse = false // what the transport left running is anyone's guess
 		}
 	}()
-	d.arm(n.timeout)
+	b.sent = d.arm(n.timeout)
 	defer func() { reuse = d.disarm() }()
 	b.epoch = n.q.epoch()
 	defer func() {
@@ -250,7 +256,7 @@ func (n *node) fail(r *opRequest, err error) {
 }
 
 // deliver routes results back, one message per coordinator shard.
-func (n *node) deliver(reqs []*opRequest, res []transport.Result) {
+func (n *node) deliver(reqs []*opRequest, res []transport.Result, sent time.Time) {
 	clear(n.counts)
 	for _, r := range reqs {
 		if r.reply {
@@ -264,7 +270,7 @@ func (n *node) deliver(reqs []*opRequest, res []transport.Result) {
 		m := getReplies(n.index)
 		for i, r := range reqs {
 			if r.reply && int(r.shard) == shard {
-				m.items = append(m.items, reply{req: r, res: res[i]})
+				m.items = append(m.items, reply{req: r, res: res[i], sent: sent})
 			}
 		}
 		n.root.Send(n.coords[shard], m)
@@ -285,5 +291,6 @@ func (n *node) recycle(b *batch) {
 	clear(b.ops)
 	clear(b.res)
 	b.reqs, b.ops, b.res = b.reqs[:0], b.ops[:0], b.res[:0]
+	b.sent = time.Time{}
 	n.free = append(n.free, b)
 }
