@@ -63,6 +63,13 @@ func RedisNodes(b *testing.B) []string {
 //	             moves less with other load on the machine than cycles/s
 //	             does (though it does move), so compare two builds by it,
 //	             in interleaved runs.
+//	reads/cycle, writes/cycle
+//	             read-like and write-like system calls per cycle
+//	             (/proc/self/io; Linux only): socket reads and writes.
+//	vcsw/cycle, ivcsw/cycle
+//	             voluntary context switches (a thread blocked: a wake-up to
+//	             pay later) and involuntary ones (the kernel took a core
+//	             away) per cycle (getrusage).
 func Run(b *testing.B, name string, client bench.Client) {
 	b.Helper()
 	prefix := bench.RunPrefix(name)
@@ -85,11 +92,11 @@ func RunWorkload(b *testing.B, client bench.Client, w bench.Workload) {
 	rec := bench.NewRecorder()
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0, cpuOK := processCPU()
+	cost0 := bench.ReadCost()
 	start := time.Now()
 	bench.Run(context.Background(), client, w, int64(b.N), rec)
 	elapsed := time.Since(start)
-	cpu1, _ := processCPU()
+	cost := bench.ReadCost().Sub(cost0)
 	b.StopTimer()
 	s := rec.Summarize(elapsed)
 	if s.Errors > 0 {
@@ -102,7 +109,22 @@ func RunWorkload(b *testing.B, client bench.Client, w bench.Workload) {
 	b.ReportMetric(s.AcquiredPerSec(), "ok-cycles/s")
 	b.ReportMetric(bench.Ms(s.P50), "p50-ms")
 	b.ReportMetric(bench.Ms(s.P99), "p99-ms")
-	if cpuOK && s.Cycles > 0 {
-		b.ReportMetric(float64(cpu1-cpu0)/float64(time.Microsecond)/float64(s.Cycles), "cpu-us/cycle")
+	if s.Cycles > 0 {
+		ReportCost(b, cost, s.Cycles)
+	}
+}
+
+// ReportCost reports cost spent over cycles as the per-cycle metrics Run
+// describes.
+func ReportCost(b *testing.B, cost bench.Cost, cycles int64) {
+	p := cost.Per(cycles)
+	if cost.HaveCPU {
+		b.ReportMetric(p.CPUMicros, "cpu-us/cycle")
+		b.ReportMetric(p.Voluntary, "vcsw/cycle")
+		b.ReportMetric(p.Involuntary, "ivcsw/cycle")
+	}
+	if cost.HaveIO {
+		b.ReportMetric(p.Reads, "reads/cycle")
+		b.ReportMetric(p.Writes, "writes/cycle")
 	}
 }
