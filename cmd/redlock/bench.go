@@ -180,6 +180,10 @@ type benchReport struct {
 	MeanMS         float64  `json:"mean_ms"`
 	AllocsPerCycle float64  `json:"allocs_per_cycle"`
 	BytesPerCycle  float64  `json:"bytes_per_cycle"`
+	// Cost is the process's CPU, read/write system calls and context
+	// switches per cycle (Linux; zero elsewhere): with the embedded masters
+	// it includes theirs.
+	Cost *bench.PerCycle `json:"cost_per_cycle,omitempty"`
 
 	summary    bench.Summary
 	hist       *hdrhistogram.Histogram
@@ -271,12 +275,14 @@ func runBench(ctx context.Context, o benchOptions) (*benchReport, error) {
 	w := bench.Workload{Concurrency: o.Concurrency, Keys: o.Keys, Prefix: bench.RunPrefix("cli")}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
+	cost0 := bench.ReadCost()
 	start := time.Now()
 	runCtx, cancel := context.WithDeadline(ctx, start.Add(o.Duration))
 	defer cancel()
 	mon := startMonitor(runCtx, rec, start, o)
 	bench.Run(runCtx, bench.Engine(eng), w, 0, rec)
 	elapsed := time.Since(start)
+	cost := bench.ReadCost().Sub(cost0)
 	rep.throughput = mon.stop(elapsed)
 	runtime.ReadMemStats(&after)
 	if ctx.Err() != nil {
@@ -297,6 +303,10 @@ func runBench(ctx context.Context, o benchOptions) (*benchReport, error) {
 	if s.Cycles > 0 {
 		rep.AllocsPerCycle = float64(after.Mallocs-before.Mallocs) / float64(s.Cycles)
 		rep.BytesPerCycle = float64(after.TotalAlloc-before.TotalAlloc) / float64(s.Cycles)
+		if cost.HaveCPU && cost.HaveIO {
+			pc := cost.Per(s.Cycles)
+			rep.Cost = &pc
+		}
 	}
 	return rep, nil
 }
@@ -416,6 +426,13 @@ func printBenchReport(w io.Writer, r *benchReport, o benchOptions) {
 		{"        p99.9", dur(s.P999), ""},
 		{"        max", dur(s.Max), ""},
 		{"allocs/cycle", strconv.FormatFloat(r.AllocsPerCycle, 'f', 1, 64), fmt.Sprintf("%.0f B/cycle", r.BytesPerCycle)},
+	}
+	if c := r.Cost; c != nil {
+		rows = append(rows,
+			[3]string{"cpu/cycle", strconv.FormatFloat(c.CPUMicros, 'f', 1, 64) + " µs", ""},
+			[3]string{"syscalls/cycle", strconv.FormatFloat(c.Reads+c.Writes, 'f', 2, 64), fmt.Sprintf("%.2f reads, %.2f writes", c.Reads, c.Writes)},
+			[3]string{"switches/cycle", strconv.FormatFloat(c.Voluntary+c.Involuntary, 'f', 2, 64), fmt.Sprintf("%.2f voluntary, %.2f involuntary", c.Voluntary, c.Involuntary)},
+		)
 	}
 	for _, row := range rows {
 		fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf("  %-14s %12s  %s", row[0], row[1], row[2]), " "))
