@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
-	"github.com/mediocregopher/radix/v4"
 	"github.com/mediocregopher/radix/v4/resp"
 	"github.com/mediocregopher/radix/v4/resp/resp3"
 
@@ -58,8 +56,8 @@ func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transp
 			b.add(&ops[i], i)
 		}
 	}
-	if err := t.send(ctx, cs, b, b.done); err != nil {
-		// b is not put back: radix may still read a late reply into it.
+	if err := t.send(ctx, cs, b.buf, b, b.done); err != nil {
+		// b is not put back: the reader may still read a late reply into it.
 		return failValid(results, t.callErr(ctx, err))
 	}
 	b.retry = b.retry[:0]
@@ -110,7 +108,7 @@ func (t *Transport) resendScripts(ctx context.Context, cs *connState, b *batch, 
 	for _, i := range b.retry {
 		b.add(&ops[i], i)
 	}
-	if err := t.send(ctx, cs, b, b.done); err != nil {
+	if err := t.send(ctx, cs, b.buf, b, b.done); err != nil {
 		err = t.callErr(ctx, err)
 		for _, i := range b.retry {
 			results[i] = transport.Result{Err: err}
@@ -207,13 +205,13 @@ func isNoScript(err error) bool {
 }
 
 // batch is the scratch for one Do: the batch's commands already encoded as
-// RESP, a receiver per command, and which op each answers. It is itself the
-// radix Action that writes those bytes in one go and reads every reply, so a
-// batch costs no per-command Action, interface dispatch or argument slice:
+// RESP, a receiver per command, and which op each answers. Its bytes go out
+// in one write and it reads every reply itself (UnmarshalRESP), so a batch
+// costs no per-command Action, interface dispatch or argument slice:
 // radix's Pipeline of Cmds spent about a fifth of the client's CPU encoding
 // argument by argument. Batches are pooled, and put back only after a round
-// trip answered in full: after an error radix may still read a late reply
-// into the receivers.
+// trip answered in full: after an error the connection's reader may still
+// read a late reply into the receivers.
 type batch struct {
 	buf     []byte
 	replies []reply
@@ -262,22 +260,8 @@ func (b *batch) reset(n int) {
 	b.buf = b.buf[:0]
 }
 
-// Properties, Perform, MarshalRESP and UnmarshalRESP make a batch a radix
-// Action that is one write and len(replies) replies.
-func (b *batch) Properties() radix.ActionProperties {
-	return radix.ActionProperties{CanPipeline: true, CanShareConn: true}
-}
-
-func (b *batch) Perform(ctx context.Context, c radix.Conn) error {
-	return c.EncodeDecode(ctx, b, b)
-}
-
-func (b *batch) MarshalRESP(w io.Writer, _ *resp.Opts) error {
-	_, err := w.Write(b.buf)
-	return err
-}
-
-// UnmarshalRESP reads the replies in order. A reply's own error (a Redis
+// UnmarshalRESP makes a batch the resp.Unmarshaler of its replies: it reads
+// them in order. A reply's own error (a Redis
 // error, an unexpected type) stays on its op; only an error of the
 // connection stops the read, and fails the whole batch.
 func (b *batch) UnmarshalRESP(br resp.BufferedReader, o *resp.Opts) error {

@@ -54,12 +54,8 @@ func TestBatchEncodingMatchesRadix(t *testing.T) {
 	if err := resp3.Marshal(&want, radix.Cmd(nil, "SCRIPT", "LOAD", ReleaseScript), resp.NewOpts()); err != nil {
 		t.Fatal(err)
 	}
-	var got bytes.Buffer
-	if err := b.MarshalRESP(&got, nil); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got.Bytes(), want.Bytes()) {
-		t.Fatalf("encoded\n%q\nwant\n%q", got.Bytes(), want.Bytes())
+	if !bytes.Equal(b.buf, want.Bytes()) {
+		t.Fatalf("encoded\n%q\nwant\n%q", b.buf, want.Bytes())
 	}
 	if len(b.replies) != len(cases)+1 || b.index[len(cases)] != -1 {
 		t.Fatalf("%d receivers, last answers %d; want %d, the last for no op", len(b.replies), b.index[len(b.replies)-1], len(cases)+1)

@@ -1,10 +1,11 @@
-// Package redis is the transport to one Redis master, on one radix v4
-// connection.
+// Package redis is the transport to one Redis master, on one connection
+// whose I/O it owns (radix v4 decodes the replies).
 //
 // One connection per master is deliberate: it is one ordered stream, so the
 // engine's per-key ordering (a release never overtakes the SET it cleans up)
-// holds without any routing, and radix pipelines concurrent batches on it
-// by itself. Each batch goes out as one radix pipeline: one write, one read.
+// holds without any routing, and concurrent batches pipeline on it. Each
+// batch goes out as one write of its encoded commands; one reader goroutine
+// per connection reads the replies.
 //
 // The transport never makes the engine wait for a master that is down: it
 // connects in the background and, while it has no connection, fails every
@@ -28,7 +29,6 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/mediocregopher/radix/v4"
 	"github.com/mediocregopher/radix/v4/resp"
 	"github.com/mediocregopher/radix/v4/resp/resp3"
 
@@ -163,15 +163,14 @@ var (
 	_ transport.Capabler       = (*Transport)(nil)
 )
 
-// errConnClosed is the reason recorded when radix closes a connection on its
-// own (it does after a read error or a reply cut in half).
+// errConnClosed is the reason recorded when a connection is closed without
+// an I/O error of its own.
 var errConnClosed = errors.New("connection closed")
 
 // Transport is one Redis master. It is safe for concurrent use.
 type Transport struct {
 	cfg       resolved
 	name      string
-	dialer    radix.Dialer
 	netDialer netDialer
 	errClosed error
 
@@ -204,7 +203,7 @@ type netDialer interface {
 // connState is one connection and its fate.
 type connState struct {
 	t        *Transport
-	conn     radix.Conn
+	p        *pipe
 	broken   atomic.Bool
 	brokenCh chan struct{} // closed when broken is set
 	ioErr    atomic.Pointer[error]
@@ -228,15 +227,7 @@ func New(cfg Config) (*Transport, error) {
 	}
 	t.errClosed = fmt.Errorf("%w: redis %s", transport.ErrClosed, t.name)
 	t.downErr = fmt.Errorf("%w: redis %s: connecting", transport.ErrUnavailable, t.name)
-	t.dialer = radix.Dialer{
-		AuthUser:           r.Username,
-		AuthPass:           r.Password,
-		WriteFlushInterval: r.WriteFlushInterval,
-	}
-	if r.DB != 0 {
-		t.dialer.SelectDB = strconv.Itoa(r.DB)
-	}
-	nd := &net.Dialer{Timeout: r.DialTimeout}
+	nd := &net.Dialer{Timeout: r.DialTimeout, KeepAlive: keepAlive}
 	t.netDialer = nd
 	if r.TLS {
 		var tc *tls.Config
@@ -290,8 +281,8 @@ func (t *Transport) Close() error {
 	t.mu.Unlock()
 	t.loopCancel()
 	<-t.loopDone
-	// The loop has closed the connection, so every goroutine blocked in
-	// radix returns now.
+	// The loop has closed the connection, so every call waiting on it
+	// returns now.
 	t.inflight.Wait()
 	return nil
 }
@@ -327,7 +318,7 @@ func (t *Transport) connectLoop() {
 	for {
 		cs, err := t.dial()
 		if err == nil && !t.install(cs) {
-			cs.conn.Close()
+			cs.p.close()
 			err = errConnClosed
 		}
 		if first {
@@ -350,37 +341,30 @@ func (t *Transport) connectLoop() {
 		bo.Reset()
 		select {
 		case <-t.loopCtx.Done():
-			cs.conn.Close()
+			cs.p.close()
 			return
 		case <-cs.brokenCh:
-			// Closing here rather than in broken: broken may run inside
-			// radix's own Close (our net.Conn hook), which must not be
-			// re-entered.
-			cs.conn.Close()
+			// Closing here rather than in broken: broken runs on the
+			// connection's reader, which close waits for.
+			cs.p.close()
 		}
 	}
 }
 
-// dial makes one connection: TCP or TLS, AUTH, SELECT (radix's Dialer), then
-// SCRIPT LOAD of every script, so that the EVALSHAs of the first batch find
-// them. The
-// error wraps transport.ErrUnavailable and is recorded as the reason.
+// dial makes one connection: TCP or TLS, then AUTH, SELECT and SCRIPT LOAD
+// of every script in one round trip (setup), so that the EVALSHAs of the
+// first batch find them. The error wraps transport.ErrUnavailable and is
+// recorded as the reason.
 func (t *Transport) dial() (*connState, error) {
 	ctx, cancel := context.WithTimeout(t.loopCtx, t.cfg.DialTimeout)
 	defer cancel()
 	cs := &connState{t: t, brokenCh: make(chan struct{})}
-	d := t.dialer
-	d.NetDialer = hookDialer{base: t.netDialer, cs: cs}
-	conn, err := d.Dial(ctx, "tcp", t.name)
+	nc, err := (hookDialer{base: t.netDialer, cs: cs}).DialContext(ctx, "tcp", t.name)
 	if err == nil {
-		cs.conn = conn
-		p := radix.NewPipeline()
-		for _, sc := range scripts {
-			p.Append(radix.Cmd(nil, "SCRIPT", "LOAD", sc.src))
-		}
-		if err = conn.Do(ctx, p); err != nil {
-			conn.Close()
-			err = fmt.Errorf("loading scripts: %w", err)
+		cs.p = newPipe(nc, t.cfg.WriteFlushInterval, func(err error) { t.broken(cs, err) })
+		if err = setup(ctx, cs.p, &t.cfg); err != nil {
+			cs.p.close()
+			err = fmt.Errorf("setting up the connection: %w", err)
 		}
 	}
 	if err != nil {
@@ -444,8 +428,8 @@ func (t *Transport) broken(cs *connState, reason error) {
 	close(cs.brokenCh)
 }
 
-// hookDialer wraps the net.Conn so that we learn when radix closes a
-// connection by itself, which it does without telling anyone.
+// hookDialer wraps the net.Conn so that a connection closed anywhere marks
+// its connState broken, with the first I/O error as the reason.
 type hookDialer struct {
 	base netDialer
 	cs   *connState
@@ -466,7 +450,8 @@ type hookConn struct {
 
 // Read and Write remember the first real I/O error, so that the reason
 // given for a lost connection is "connection reset" or "EOF" rather than
-// just "closed". Deadline errors are radix cancelling a read, not failures.
+// just "closed". Deadline errors are a write that gave up, not the
+// connection's own failure.
 func (c *hookConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if err != nil {
@@ -507,59 +492,13 @@ func (t *Transport) withDeadline(ctx context.Context) (context.Context, context.
 	return context.WithTimeout(ctx, t.cfg.OpTimeout)
 }
 
-// send performs a on cs and waits for it or for ctx, whichever is first.
-//
-// radix's Conn honours a deadline only for the reply it is reading at that
-// moment: a call queued behind a reply that never comes (paused master), or
-// behind a write stuck on a full socket buffer, waits for that reply however
-// its own ctx ends. So the call runs on its own goroutine and we stop
-// waiting when ctx ends. After a non-nil error, a's receivers may still be
-// written by radix (it reads late replies to keep the stream in step), so
-// the caller must not reuse them.
-//
-// Abandoning the goroutine does not break per-key order: when send returns,
-// either radix has finished with a, or ctx is done for good, and radix's
-// writer checks ctx before it writes. So an abandoned batch was written
-// before send returned or is never written: it cannot reach the master after
-// a batch the caller sends next (say, the release that cleans up after a
-// timed-out acquire).
-func (t *Transport) send(ctx context.Context, cs *connState, a radix.Action, done chan error) error {
-	t.inflight.Add(1)
-	go t.perform(ctx, cs, a, done)
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		select {
-		case err := <-done:
-			return err
-		default:
-			return ctx.Err()
-		}
-	}
-}
-
-func (t *Transport) perform(ctx context.Context, cs *connState, a radix.Action, done chan<- error) {
-	defer t.inflight.Done()
-	err := cs.conn.Do(ctx, a)
-	if err != nil && connBroken(ctx, err) {
-		t.broken(cs, err)
-	}
-	done <- err
-}
-
-// connBroken tells a failure of the connection from one that leaves it
-// usable. A Redis error reply or a deadline leaves it usable (radix discards
-// the late reply); if a deadline cut a reply in half, radix closes the
-// connection itself and our net.Conn hook notices.
-func connBroken(ctx context.Context, err error) bool {
-	if errors.As(err, new(resp.ErrConnUsable)) {
-		return false
-	}
-	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return false
-	}
-	return true
+// send writes buf (the encoded commands whose replies u reads) on cs and
+// waits for the replies or for ctx, whichever is first. After a non-nil
+// error, u and done may still be written by the connection's reader (it
+// reads late replies to keep the stream in step), so the caller must not
+// reuse them. A batch is written before send returns or never (see pipe).
+func (t *Transport) send(ctx context.Context, cs *connState, buf []byte, u resp.Unmarshaler, done chan error) error {
+	return cs.p.send(ctx, buf, u, done)
 }
 
 // callErr describes, for the caller, an error from send.
@@ -601,8 +540,8 @@ func (t *Transport) awaitFirst(ctx context.Context) {
 	}
 }
 
-// exec runs one action outside Do (PING, INFO).
-func (t *Transport) exec(ctx context.Context, a radix.Action) error {
+// exec runs one command outside Do (PING, INFO).
+func (t *Transport) exec(ctx context.Context, c *command) error {
 	t.awaitFirst(ctx)
 	cs, down, ok := t.enter()
 	if !ok {
@@ -614,7 +553,7 @@ func (t *Transport) exec(ctx context.Context, a radix.Action) error {
 	}
 	ctx, cancel := t.withDeadline(ctx)
 	defer cancel()
-	if err := t.send(ctx, cs, a, make(chan error, 1)); err != nil {
+	if err := c.run(ctx, cs.p); err != nil {
 		return t.callErr(ctx, err)
 	}
 	return nil
@@ -626,7 +565,7 @@ func (t *Transport) exec(ctx context.Context, a radix.Action) error {
 // trip.
 func (t *Transport) Ping(ctx context.Context) error {
 	var pong string
-	if err := t.exec(ctx, radix.Cmd(&pong, "PING")); err != nil {
+	if err := t.exec(ctx, (&command{out: &pong}).cmd("PING")); err != nil {
 		return err
 	}
 	if pong != "PONG" {
@@ -645,7 +584,7 @@ func (t *Transport) Ping(ctx context.Context) error {
 // returned, the info describes exactly the process behind E.
 func (t *Transport) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
 	var info string
-	if err := t.exec(ctx, radix.Cmd(&info, "INFO", "server")); err != nil {
+	if err := t.exec(ctx, (&command{out: &info}).cmd("INFO", "server")); err != nil {
 		return transport.ServerInfo{}, err
 	}
 	return parseServerInfo(t.name, info)

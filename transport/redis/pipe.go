@@ -1,0 +1,314 @@
+package redis
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/mediocregopher/radix/v4/resp"
+	"github.com/mediocregopher/radix/v4/resp/resp3"
+)
+
+// pipe is one connection to a master whose I/O the transport owns: a caller
+// writes its batch's bytes itself, on its own goroutine, and one reader
+// goroutine per connection reads the replies in order and hands each batch
+// its outcome.
+//
+// Why not radix's Conn: its EncodeDecode hands every call to a writer
+// goroutine and then to a reader goroutine, and since it does not honour a
+// deadline for a call queued behind a reply that never comes, the transport
+// ran each batch on a goroutine of its own as well: four goroutine hand-offs
+// and a goroutine start per batch, ten batches per lock cycle with five
+// masters. Here a batch costs one write on the caller's goroutine and one
+// hand-off from the reader back to it (BENCHMARKS.md, "Round 2").
+//
+// Order: a batch's entry joins the queue and its bytes go out under one
+// lock, so the queue's order is the wire's, and replies, which Redis sends
+// in order, meet their batch. A caller whose context ends stops waiting,
+// but its entry stays: the reader still reads its replies (into receivers
+// the caller must not reuse), so the stream stays in step. A batch is
+// written before send returns or never: it cannot reach the master after a
+// batch its caller sends next.
+type pipe struct {
+	nc   net.Conn
+	br   *bufio.Reader
+	opts *resp.Opts
+
+	wmu sync.Mutex // held while a caller queues its entry and writes
+
+	// With flushEvery > 0 (Config.WriteFlushInterval), batches collect in
+	// wbuf and go out together flushEvery after the first of them.
+	flushEvery time.Duration
+	wbuf       []byte
+	flushing   bool
+
+	qmu    sync.Mutex
+	ring   []pending // entries awaiting replies: ring[head], ... (n of them)
+	head   int
+	n      int
+	err    error // set once the connection failed; later calls fail at once
+	exited chan struct{}
+
+	broken func(error) // told once when the connection fails
+}
+
+// pending is a batch awaiting its replies: u reads all of them, done gets
+// the outcome (nil, a resp.ErrConnUsable, or the connection's error).
+type pending struct {
+	u    resp.Unmarshaler
+	done chan<- error
+}
+
+// readBufSize is the reader's buffer: a batch's replies (512 ops of a few
+// bytes each, at most) usually arrive in one read(2).
+const readBufSize = 64 << 10
+
+func newPipe(nc net.Conn, flushEvery time.Duration, broken func(error)) *pipe {
+	p := &pipe{
+		nc:         nc,
+		flushEvery: flushEvery,
+		br:         bufio.NewReaderSize(nc, readBufSize),
+		opts:       resp.NewOpts(),
+		ring:       make([]pending, 8),
+		exited:     make(chan struct{}),
+		broken:     broken,
+	}
+	go p.read()
+	return p
+}
+
+// errUnsolicited: the master sent a reply no batch asked for.
+var errUnsolicited = errors.New("reply without a request")
+
+func (p *pipe) read() {
+	defer close(p.exited)
+	for {
+		// Wait for a reply before looking for its batch: the batch joined
+		// the queue before its bytes went out, so it is there by now.
+		if _, err := p.br.Peek(1); err != nil {
+			p.fail(err)
+			return
+		}
+		p.qmu.Lock()
+		if p.n == 0 {
+			p.qmu.Unlock()
+			p.fail(errUnsolicited)
+			return
+		}
+		e := p.ring[p.head]
+		p.qmu.Unlock()
+		err := e.u.UnmarshalRESP(p.br, p.opts)
+		if err != nil && !errors.As(err, new(resp.ErrConnUsable)) {
+			p.fail(err) // e is still queued: it gets the error too
+			return
+		}
+		p.qmu.Lock()
+		p.ring[p.head] = pending{}
+		p.head = (p.head + 1) % len(p.ring)
+		p.n--
+		p.qmu.Unlock()
+		e.done <- err
+	}
+}
+
+// fail ends the connection's life: every queued batch gets err, later ones
+// fail at once, and the transport learns it must reconnect.
+func (p *pipe) fail(err error) {
+	p.qmu.Lock()
+	if p.err != nil {
+		p.qmu.Unlock()
+		return
+	}
+	p.err = err
+	for i := range p.n {
+		j := (p.head + i) % len(p.ring)
+		p.ring[j].done <- err
+		p.ring[j] = pending{}
+	}
+	p.n = 0
+	p.qmu.Unlock()
+	p.broken(err)
+}
+
+// push queues e; qmu is held.
+func (p *pipe) push(e pending) {
+	if p.n == len(p.ring) {
+		ring := make([]pending, 2*len(p.ring))
+		for i := range p.n {
+			ring[i] = p.ring[(p.head+i)%len(p.ring)]
+		}
+		p.ring, p.head = ring, 0
+	}
+	p.ring[(p.head+p.n)%len(p.ring)] = e
+	p.n++
+}
+
+// send writes buf, whose replies u reads, and waits for them or for ctx.
+// done must have room for one value, and after an error u and done may
+// still be used by the reader: the caller must not reuse them.
+func (p *pipe) send(ctx context.Context, buf []byte, u resp.Unmarshaler, done chan error) error {
+	if err := p.write(ctx, buf, u, done); err != nil {
+		return err
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		// A reply that came just as ctx ended still counts.
+		select {
+		case err := <-done:
+			return err
+		default:
+			return ctx.Err()
+		}
+	}
+}
+
+func (p *pipe) write(ctx context.Context, buf []byte, u resp.Unmarshaler, done chan error) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	// The caller may have waited for the lock: a batch whose caller gave up
+	// is never written.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p.qmu.Lock()
+	if err := p.err; err != nil {
+		p.qmu.Unlock()
+		return err
+	}
+	p.push(pending{u: u, done: done})
+	p.qmu.Unlock()
+	if p.flushEvery > 0 {
+		// Order holds: wbuf goes out in the order batches joined it, and
+		// a later batch joins after this one.
+		p.wbuf = append(p.wbuf, buf...)
+		if !p.flushing {
+			p.flushing = true
+			time.AfterFunc(p.flushEvery, p.flush)
+		}
+		return nil
+	}
+	// A write that cannot finish by the caller's deadline (a master that
+	// stopped reading, its socket buffer full) must not hold the caller.
+	dl, _ := ctx.Deadline()
+	if err := p.nc.SetWriteDeadline(dl); err != nil {
+		p.abort(err)
+		return err
+	}
+	if _, err := p.nc.Write(buf); err != nil {
+		// Part of the batch may be on the wire, and its entry is queued:
+		// the stream is out of step, so the connection goes.
+		p.abort(err)
+		return err
+	}
+	return nil
+}
+
+// flush writes the batches collected in wbuf.
+func (p *pipe) flush() {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	p.flushing = false
+	if err := p.nc.SetWriteDeadline(time.Time{}); err != nil {
+		p.abort(err)
+		return
+	}
+	if _, err := p.nc.Write(p.wbuf); err != nil {
+		p.abort(err)
+	}
+	p.wbuf = p.wbuf[:0]
+}
+
+// abort closes the connection after a failed write; the reader then fails
+// every queued batch.
+func (p *pipe) abort(err error) {
+	p.broken(err)
+	_ = p.nc.Close()
+}
+
+// close closes the connection and waits for the reader to stop.
+func (p *pipe) close() {
+	_ = p.nc.Close()
+	<-p.exited
+}
+
+// command is one command or a few, encoded ahead, outside the batch path
+// (connection set-up, PING, INFO): its replies are read as strings, or
+// discarded, and the first error reply is kept.
+type command struct {
+	buf     []byte
+	replies int
+	out     *string // the first reply, when not nil
+	err     error   // the first error reply, with the command it answered
+	names   []string
+}
+
+// cmd appends one command.
+func (c *command) cmd(args ...string) *command {
+	c.buf = appendHeader(c.buf, len(args))
+	for _, a := range args {
+		c.buf = appendBulk(c.buf, a)
+	}
+	c.replies++
+	c.names = append(c.names, args[0])
+	return c
+}
+
+func (c *command) UnmarshalRESP(br resp.BufferedReader, o *resp.Opts) error {
+	for i := range c.replies {
+		var into any
+		if i == 0 && c.out != nil {
+			into = c.out
+		}
+		err := resp3.Unmarshal(br, into, o)
+		var usable resp.ErrConnUsable
+		switch {
+		case err == nil:
+		case errors.As(err, &usable):
+			if c.err == nil {
+				c.err = fmt.Errorf("%s: %w", c.names[i], usable.Err)
+			}
+		default:
+			return err
+		}
+	}
+	return nil
+}
+
+// run sends c on p and returns the first error: the connection's, ctx's, or
+// the first error reply.
+func (c *command) run(ctx context.Context, p *pipe) error {
+	if err := p.send(ctx, c.buf, c, make(chan error, 1)); err != nil {
+		return err
+	}
+	return c.err
+}
+
+// setup makes nc ready for batches, in one round trip: AUTH, SELECT and
+// SCRIPT LOAD of every script, so that the EVALSHAs of the first batch find
+// them.
+func setup(ctx context.Context, p *pipe, r *resolved) error {
+	c := new(command)
+	switch {
+	case r.Username != "":
+		c.cmd("AUTH", r.Username, r.Password)
+	case r.Password != "":
+		c.cmd("AUTH", r.Password)
+	}
+	if r.DB != 0 {
+		c.cmd("SELECT", fmt.Sprint(r.DB))
+	}
+	for _, sc := range scripts {
+		c.cmd("SCRIPT", "LOAD", sc.src)
+	}
+	return c.run(ctx, p)
+}
+
+// keepAlive is what radix's Dialer set on every connection, kept so that a
+// master that vanished without a FIN is noticed on an idle connection.
+const keepAlive = 10 * time.Second
