@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -234,6 +235,52 @@ type Recorder struct {
 	notAcquired atomic.Int64
 	errs        atomic.Int64
 	firstErr    atomic.Pointer[error]
+	// perWorker counts each locker's successful cycles, when TrackWorkers
+	// asked for it (for fairness under contention).
+	perWorker []atomic.Int64
+}
+
+// TrackWorkers makes r count the successful cycles of each of n lockers
+// (workers 0 to n-1), for Fairness. Call it before the run.
+func (r *Recorder) TrackWorkers(n int) { r.perWorker = make([]atomic.Int64, n) }
+
+// Fairness describes how evenly the tracked lockers got the lock: the
+// fewest and most successful cycles of one locker, their mean, and the
+// coefficient of variation (standard deviation over mean; 0 is perfectly
+// even). It is zero without TrackWorkers.
+type Fairness struct {
+	Min, Max   int64
+	Mean, CV   float64
+	Starved    int // lockers that never got the lock
+	Lockers    int
+	TotalGrant int64
+}
+
+// Fairness returns the spread of successful cycles per locker.
+func (r *Recorder) Fairness() Fairness {
+	f := Fairness{Lockers: len(r.perWorker)}
+	if f.Lockers == 0 {
+		return f
+	}
+	f.Min = math.MaxInt64
+	for i := range r.perWorker {
+		n := r.perWorker[i].Load()
+		f.Min, f.Max = min(f.Min, n), max(f.Max, n)
+		f.TotalGrant += n
+		if n == 0 {
+			f.Starved++
+		}
+	}
+	f.Mean = float64(f.TotalGrant) / float64(f.Lockers)
+	if f.Mean > 0 {
+		var ss float64
+		for i := range r.perWorker {
+			d := float64(r.perWorker[i].Load()) - f.Mean
+			ss += d * d
+		}
+		f.CV = math.Sqrt(ss/float64(f.Lockers)) / f.Mean
+	}
+	return f
 }
 
 // NewRecorder returns an empty Recorder.
@@ -257,6 +304,9 @@ func (r *Recorder) Reset() {
 	r.notAcquired.Store(0)
 	r.errs.Store(0)
 	r.firstErr.Store(nil)
+	for i := range r.perWorker {
+		r.perWorker[i].Store(0)
+	}
 }
 
 // Record records one finished cycle of locker worker that took d and ended
@@ -265,6 +315,9 @@ func (r *Recorder) Record(worker int, d time.Duration, err error) {
 	switch {
 	case err == nil:
 		r.acquired.Add(1)
+		if worker < len(r.perWorker) {
+			r.perWorker[worker].Add(1)
+		}
 	case errors.Is(err, ErrNotAcquired):
 		r.notAcquired.Add(1)
 	default:

@@ -49,6 +49,19 @@ func BenchmarkRedis(b *testing.B) {
 	benchtest.Run(b, "engine", bench.Engine(e))
 }
 
+// BenchmarkContention runs 1 to 4096 lockers on one key (Lock + Unlock) on
+// Redis and reports, besides throughput and latency, how evenly the lockers
+// got the lock (benchtest.RunContention). bench/scale.sh runs it with
+// enough cycles for every locker to have several turns.
+func BenchmarkContention(b *testing.B) {
+	e, err := engine.New(benchtest.RedisNodes(b), api.WithoutRestartQuarantine())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	benchtest.RunContention(b, "engine", bench.Engine(e), benchtest.MaxContention())
+}
+
 // BenchmarkTuning runs uncontended/c=256 on Redis with engine-wide options
 // and transport settings other than the defaults, to show what batching,
 // sharding and write coalescing buy:

@@ -86,10 +86,62 @@ func Run(b *testing.B, name string, client bench.Client) {
 	}
 }
 
+// ContentionLockers are the numbers of lockers RunContention puts on one key.
+var ContentionLockers = []int{1, 16, 256, 1024, 4096}
+
+// MaxContentionEnv caps the lockers of RunContention (bench/scale.sh sets
+// it for redsync, whose lockers on one key spin on retries).
+const MaxContentionEnv = "REDLOCK_BENCH_MAX_CONTENTION"
+
+// MaxContention is MaxContentionEnv's value, or 0 (no cap).
+func MaxContention() int {
+	n, _ := strconv.Atoi(os.Getenv(MaxContentionEnv))
+	return max(n, 0)
+}
+
+// RunContention runs C lockers on one key (Lock, retrying, then Unlock) for
+// each C in ContentionLockers up to maxLockers (0: all), as sub-benchmarks
+// "onekey/c=C". Besides Run's metrics, each reports the fairness of the
+// grants among the lockers: grants-cv (the coefficient of variation of
+// successful cycles per locker; 0 is even), grants-min and grants-max per
+// locker over the mean (1 and 1 is even), and starved (lockers that never
+// got the lock). Give it enough cycles for every locker to have several
+// turns: -benchtime 8x per locker or more.
+func RunContention(b *testing.B, name string, client bench.Client, maxLockers int) {
+	b.Helper()
+	prefix := bench.RunPrefix(name)
+	if err := bench.WaitReady(context.Background(), client, prefix, 10*time.Second, nil); err != nil {
+		b.Fatalf("no lock could be taken in 10s: %v", err)
+	}
+	for _, c := range ContentionLockers {
+		if maxLockers > 0 && c > maxLockers {
+			continue
+		}
+		w := bench.Workload{Concurrency: c, Keys: 1, Prefix: prefix + "one" + strconv.Itoa(c) + ":"}
+		b.Run("onekey/c="+strconv.Itoa(c), func(b *testing.B) {
+			rec := runWorkload(b, client, w, true)
+			f := rec.Fairness()
+			if f.Mean > 0 {
+				b.ReportMetric(f.CV, "grants-cv")
+				b.ReportMetric(float64(f.Min)/f.Mean, "grants-min")
+				b.ReportMetric(float64(f.Max)/f.Mean, "grants-max")
+				b.ReportMetric(float64(f.Starved), "starved")
+			}
+		})
+	}
+}
+
 // RunWorkload runs b.N cycles of w on client and reports the metrics Run
 // describes. Everything before the call is set-up: not timed, not counted.
 func RunWorkload(b *testing.B, client bench.Client, w bench.Workload) {
+	runWorkload(b, client, w, false)
+}
+
+func runWorkload(b *testing.B, client bench.Client, w bench.Workload, fairness bool) *bench.Recorder {
 	rec := bench.NewRecorder()
+	if fairness {
+		rec.TrackWorkers(w.Concurrency)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	cost0 := bench.ReadCost()
@@ -112,6 +164,7 @@ func RunWorkload(b *testing.B, client bench.Client, w bench.Workload) {
 	if s.Cycles > 0 {
 		ReportCost(b, cost, s.Cycles)
 	}
+	return rec
 }
 
 // ReportCost reports cost spent over cycles as the per-cycle metrics Run

@@ -40,6 +40,21 @@ const poolSizeEnv = "REDSYNC_POOL_SIZE"
 // engine's BenchmarkRedis in package bench, so that benchstat shows them
 // side by side.
 func BenchmarkRedis(b *testing.B) {
+	rs, closeAll := newRedsync(b)
+	defer closeAll()
+	benchtest.Run(b, "redsync", newClient(rs))
+}
+
+// BenchmarkContention is the engine's BenchmarkContention (lockers on one
+// key, with fairness) on redsync, with the same names and metrics.
+func BenchmarkContention(b *testing.B) {
+	rs, closeAll := newRedsync(b)
+	defer closeAll()
+	benchtest.RunContention(b, "redsync", newClient(rs), benchtest.MaxContention())
+}
+
+// newRedsync makes redsync over go-redis pools to the benchmark's masters.
+func newRedsync(b *testing.B) (*redsync.Redsync, func()) {
 	nodes := benchtest.RedisNodes(b)
 	poolSize := 0 // go-redis's default
 	if s := os.Getenv(poolSizeEnv); s != "" {
@@ -55,12 +70,11 @@ func BenchmarkRedis(b *testing.B) {
 		clients[i] = goredislib.NewClient(&goredislib.Options{Addr: addr, PoolSize: poolSize})
 		pools[i] = goredis.NewPool(clients[i])
 	}
-	defer func() {
+	return redsync.New(pools...), func() {
 		for _, c := range clients {
 			_ = c.Close()
 		}
-	}()
-	benchtest.Run(b, "redsync", newClient(redsync.New(pools...)))
+	}
 }
 
 // client adapts redsync to bench.Client with the engine's settings: a 10s
