@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -38,7 +39,8 @@ type pipe struct {
 	br   *bufio.Reader
 	opts *resp.Opts
 
-	wmu sync.Mutex // held while a caller queues its entry and writes
+	wmu       sync.Mutex     // held while a caller queues its entry and writes
+	finishing sync.WaitGroup // finishWrite goroutines
 
 	// With flushEvery > 0 (Config.WriteFlushInterval), batches collect in
 	// wbuf and go out together flushEvery after the first of them.
@@ -80,6 +82,15 @@ func newPipe(nc net.Conn, flushEvery time.Duration, broken func(error)) *pipe {
 	go p.read()
 	return p
 }
+
+// errNotSent and errWriteCut fail a batch whose write met its deadline
+// (context.DeadlineExceeded, whether or not the timer behind the caller's
+// context has fired yet): not written at all, or only in part (the rest is
+// written after it, and its outcome is unknown).
+var (
+	errNotSent  = fmt.Errorf("not sent before its deadline: %w", context.DeadlineExceeded)
+	errWriteCut = fmt.Errorf("written only in part before its deadline: %w", context.DeadlineExceeded)
+)
 
 // errUnsolicited: the master sent a reply no batch asked for.
 var errUnsolicited = errors.New("reply without a request")
@@ -170,7 +181,12 @@ func (p *pipe) send(ctx context.Context, buf []byte, u resp.Unmarshaler, done ch
 
 func (p *pipe) write(ctx context.Context, buf []byte, u resp.Unmarshaler, done chan error) error {
 	p.wmu.Lock()
-	defer p.wmu.Unlock()
+	unlock := true
+	defer func() {
+		if unlock {
+			p.wmu.Unlock()
+		}
+	}()
 	// The caller may have waited for the lock: a batch whose caller gave up
 	// is never written.
 	if err := ctx.Err(); err != nil {
@@ -200,13 +216,52 @@ func (p *pipe) write(ctx context.Context, buf []byte, u resp.Unmarshaler, done c
 		p.abort(err)
 		return err
 	}
-	if _, err := p.nc.Write(buf); err != nil {
+	n, err := p.nc.Write(buf)
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, os.ErrDeadlineExceeded):
 		// Part of the batch may be on the wire, and its entry is queued:
 		// the stream is out of step, so the connection goes.
 		p.abort(err)
 		return err
+	case n == 0:
+		// Nothing went out (on a starved machine the deadline can pass
+		// before the write even starts): the batch was never sent. Its
+		// entry, the last queued since we hold wmu, leaves the queue,
+		// and the connection stays.
+		p.qmu.Lock()
+		if p.err == nil {
+			p.n--
+			p.ring[(p.head+p.n)%len(p.ring)] = pending{}
+		}
+		p.qmu.Unlock()
+		return errNotSent
+	default:
+		// Part went out: the rest must follow before anything else, or
+		// the stream is out of step. It goes in the background, still
+		// under wmu, so no later batch overtakes it; the caller stops
+		// waiting now, and its replies are read when they come.
+		unlock = false
+		p.finishing.Add(1)
+		go p.finishWrite(buf[n:])
+		return errWriteCut
 	}
-	return nil
+}
+
+// finishWrite writes the rest of a batch whose caller's deadline cut its
+// write short, with no deadline, then lets the next batch write. wmu is held
+// (handed over by write).
+func (p *pipe) finishWrite(rest []byte) {
+	defer p.finishing.Done()
+	defer p.wmu.Unlock()
+	if err := p.nc.SetWriteDeadline(time.Time{}); err != nil {
+		p.abort(err)
+		return
+	}
+	if _, err := p.nc.Write(rest); err != nil {
+		p.abort(err)
+	}
 }
 
 // flush writes the batches collected in wbuf.
@@ -231,10 +286,12 @@ func (p *pipe) abort(err error) {
 	_ = p.nc.Close()
 }
 
-// close closes the connection and waits for the reader to stop.
+// close closes the connection and waits for the reader, and any
+// finishWrite, to stop.
 func (p *pipe) close() {
 	_ = p.nc.Close()
 	<-p.exited
+	p.finishing.Wait()
 }
 
 // command is one command or a few, encoded ahead, outside the batch path

@@ -508,6 +508,8 @@ func (t *Transport) callErr(ctx context.Context, err error) error {
 		return t.errClosed
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		return fmt.Errorf("redis %s: no answer: %w", t.name, ctx.Err())
+	case errors.Is(err, errNotSent), errors.Is(err, errWriteCut):
+		return fmt.Errorf("redis %s: %w", t.name, err)
 	case isRespErr(err):
 		return fmt.Errorf("redis %s: %w", t.name, err)
 	default:
