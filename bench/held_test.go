@@ -50,6 +50,7 @@ func heldCounts(b *testing.B) []int {
 //	core-pct     what that rate costs: ext/s × cpu-us/ext, in % of one core
 //	take-s       seconds to take the N locks (256 lockers)
 //	lost         locks whose Done closed before the end (must be 0)
+//	untaken      TryLocks that failed (a loaded machine times a few out)
 //
 // The TTL grows with N so that the extension rate stays near 10k/s and the
 // locks are all taken well before the first extension is due; the cost per
@@ -117,13 +118,21 @@ func runHeld(b *testing.B, nodes []string, n int) {
 	take := time.Since(start)
 	runtime.GC()
 	runtime.ReadMemStats(&ms1)
-	if f := failed.Load(); f > 0 {
-		b.Fatalf("%d of %d locks not taken; the first: %v", f, n, *first.Load())
+	untaken := failed.Load()
+	if untaken > 0 {
+		// A loaded machine can time a few out; they are left out of the
+		// figures, and reported.
+		b.Logf("%d of %d locks not taken; the first: %v", untaken, n, *first.Load())
+	}
+	if untaken == int64(n) {
+		b.Fatal("no lock taken")
 	}
 
 	until := make([]time.Time, n)
 	for i, l := range locks {
-		until[i] = l.Until()
+		if l != nil {
+			until[i] = l.Until()
+		}
 	}
 	// Lock i extends about a period after it was taken: the window covers
 	// every first extension and no second one.
@@ -139,6 +148,9 @@ func runHeld(b *testing.B, nodes []string, n int) {
 	cost := bench.ReadCost().Sub(cost0)
 	var ext, lost int
 	for i, l := range locks {
+		if l == nil {
+			continue
+		}
 		select {
 		case <-l.Done():
 			if lost++; lost == 1 {
@@ -163,6 +175,7 @@ func runHeld(b *testing.B, nodes []string, n int) {
 	}
 	b.ReportMetric(take.Seconds(), "take-s")
 	b.ReportMetric(float64(lost), "lost")
+	b.ReportMetric(float64(untaken), "untaken")
 	b.Logf("%d locks, ttl %v, extension period %v, window %v: %d extensions in it, %d lost", n, ttl, period, window, ext, lost)
 
 	// Release them all, so that later benchmarks meet clean masters.
@@ -174,7 +187,9 @@ func runHeld(b *testing.B, nodes []string, n int) {
 				if i >= n {
 					return
 				}
-				_ = locks[i].Unlock(ctx)
+				if locks[i] != nil {
+					_ = locks[i].Unlock(ctx)
+				}
 			}
 		})
 	}
