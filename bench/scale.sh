@@ -11,6 +11,8 @@
 #               round-trip time of 0.5, 1 and 5 ms; uncontended, 1 and 256 lockers
 #   held        10k, 100k and 1M locks held at once with auto-extension (engine
 #               only; BenchmarkHeld): heap per held lock, CPU per extension
+#   costs       the machine's unit costs: a system call, a write(2), a loopback
+#               round trip, a goroutine hand-off (BenchmarkCost*), CPU and wall
 #   contention  1, 16, 256, 1024, 4096 lockers on one key (BenchmarkContention):
 #               throughput, p99, fairness (spread of grants per locker); redsync
 #               up to REDSYNC_MAX_CONTENTION lockers (its lockers spin on retries)
@@ -20,7 +22,7 @@
 #
 # Usage: bench/scale.sh
 # Environment:
-#   SECTIONS="masters rtt held contention"   which sections to run
+#   SECTIONS="costs masters rtt held contention"   which sections to run
 #   COUNT=1            runs of each benchmark (tables show medians)
 #   BENCHTIME=2s       go test -benchtime of the masters and rtt sections
 #   HELD=10000,100000,1000000                 locks held at once
@@ -35,7 +37,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-SECTIONS=${SECTIONS:-masters rtt held contention}
+SECTIONS=${SECTIONS:-costs masters rtt held contention}
 COUNT=${COUNT:-1}
 BENCHTIME=${BENCHTIME:-2s}
 HELD=${HELD:-10000,100000,1000000}
@@ -128,6 +130,12 @@ bench() {
 
 for section in $SECTIONS; do
 	case $section in
+	costs)
+		for run in $(seq 1 "$COUNT"); do
+			echo "== costs run $run"
+			bench engine "$OUT/costs.txt" 'BenchmarkCost'
+		done
+		;;
 	masters)
 		for n in 1 3 5 7 9; do
 			for run in $(seq 1 "$COUNT"); do

@@ -14,6 +14,7 @@ import sys
 LINE = re.compile(r"^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+(.*)$")
 
 
+
 def parse(path):
     """{sub-benchmark name: {unit: [values]}} of one output file."""
     out = {}
@@ -59,6 +60,22 @@ def ratio(a, b):
 def syscalls(runs, name):
     r, w = med(runs, name, "reads/cycle"), med(runs, name, "writes/cycle")
     return None if r is None or w is None else r + w
+
+
+def costs(out):
+    c = parse(f"{out}/costs.txt")
+    names = {
+        "BenchmarkCostSyscall": "a trivial system call (getppid)",
+        "BenchmarkCostWrite": "a 64-byte write(2) to /dev/null",
+        "BenchmarkCostLoopback": "a 64-byte loopback TCP round trip to an echo goroutine (both ends)",
+        "BenchmarkCostHandoff": "a goroutine hand-off and back (unbuffered channels)",
+    }
+    rows = [f"| {desc} | {fmt(med(c, k, 'cpu-ns/op'))} | {fmt(med(c, k, 'ns/op'))} |" for k, desc in names.items() if k in c]
+    if rows:
+        print("### What things cost on this machine\n")
+        print("| operation | CPU ns | wall ns |")
+        print("|---|---|---|")
+        print("\n".join(rows) + "\n")
 
 
 def masters(out):
@@ -111,12 +128,13 @@ def held(out):
         n = int(name.split("=")[-1])
         rows.append(
             f"| {n:,} | {fmt(med(e, name, 'B/lock'))} | {fmt(med(e, name, 'ext/s'))} | {fmt(med(e, name, 'cpu-us/ext'), 1)} | "
-            f"{fmt(med(e, name, 'core-pct'), 1)} | {fmt(med(e, name, 'take-s'), 1)} | {fmt(med(e, name, 'lost'))} |"
+            f"{fmt(med(e, name, 'core-pct'), 1)} | {fmt(med(e, name, 'take-s'), 1)} | {fmt(med(e, name, 'lost'))} | "
+            f"{fmt(med(e, name, 'untaken'))} |"
         )
     if rows:
         print("### Held locks with auto-extension (engine, five masters)\n")
-        print("| locks held | heap B/lock | extensions/s | cpu-µs/extension | % of a core | s to take them | lost |")
-        print("|---|---|---|---|---|---|---|")
+        print("| locks held | heap B/lock | extensions/s | cpu-µs/extension | % of a core | s to take them | lost | untaken |")
+        print("|---|---|---|---|---|---|---|---|")
         print("\n".join(rows) + "\n")
 
 
@@ -147,6 +165,7 @@ def main():
     if len(sys.argv) != 2:
         sys.exit("usage: scale_tables.py OUT")
     out = sys.argv[1]
+    costs(out)
     masters(out)
     rtt(out)
     held(out)
