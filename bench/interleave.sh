@@ -2,7 +2,8 @@
 # bench/interleave.sh OLD.test NEW.test ROUNDS OUTDIR [FILTER]: two builds of ./bench (made with
 # `go test -c -o X.test ./bench` at two commits) run in turn, ROUNDS times, against the same five
 # redis-server processes on free loopback ports (stopped by pid on exit), so that noise on a shared
-# machine hits both alike. Outputs OUTDIR/old.txt and OUTDIR/new.txt for benchstat.
+# machine hits both alike. Outputs OUTDIR/old.txt and OUTDIR/new.txt for benchstat. BENCHTIME
+# (default 2s) is each run's -test.benchtime.
 set -euo pipefail
 old=$1 new=$2 rounds=$3 out=$4 filter=${5:-'Redis/uncontended/c=256$'}
 mkdir -p "$out"; tmp=$(mktemp -d); pids=(); addrs=()
@@ -17,7 +18,7 @@ export REDLOCK_BENCH_NODES=$(IFS=,; echo "${addrs[*]}")
 for r in $(seq 1 $rounds); do
   for b in old new; do
     bin=$old; [ $b = new ] && bin=$new
-    $bin -test.run '^$' -test.bench "$filter" -test.benchmem -test.benchtime 2s >> $out/$b.txt 2>&1
+    $bin -test.run '^$' -test.bench "$filter" -test.benchmem -test.benchtime ${BENCHTIME:-2s} >> $out/$b.txt 2>&1
   done
 done
 echo done
