@@ -37,10 +37,15 @@ func (c *errCounter) Cycle(ctx context.Context, key string, wait bool) error {
 // as latency: no cycle may fail with ErrQuorumUnreachable. (On the code
 // before admission control, queued acquires older than the master timeout
 // failed as if their masters were down.) It runs a few seconds; -short
-// skips it.
+// skips it, and so does the race detector, which slows the engine so much
+// that batches already sent to the masters outlive the master timeout
+// (ARCHITECTURE.md, "Admission control": what remains).
 func TestOverloadOnRealMasters(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a few seconds of overload; -short skips it")
+	}
+	if raceEnabled {
+		t.Skip("the race detector slows the engine past the master timeout; run it without -race")
 	}
 	servers := redistest.Start(t, 5)
 	addrs := make([]string, len(servers))
