@@ -76,25 +76,26 @@ type Call struct {
 	hash uint64 // keyHash(Key), set by Submit
 
 	// Coordinator-owned state.
-	phase    phase
-	seq      uint64 // identifies the current attempt; late replies carry an older one
-	attempts int
-	t1       time.Time
-	sent     time.Time // the earliest send time of this phase's grants (acquire, extend)
-	stale    int       // this attempt's ops dropped as stale in a node's queue
-	granted  int
-	refused  int
-	failed   int
-	replied  int    // replies to the current phase's ops
-	answered uint64 // bit i: master i answered in this phase
-	grants   uint64 // bit i: master i granted in this phase
-	errs     []error
-	token    int64 // the largest token granted in this attempt
-	wake     bool  // a local Unlock of the key came while this attempt was out
-	lastErr  error
-	lastAns  []api.MasterAnswer
-	bo       *backoff.ExponentialBackOff
-	timer    scheduler.CancelFunc // the armed retry timer, or a finished call's cleanup timer
+	phase     phase
+	seq       uint64 // identifies the current attempt; late replies carry an older one
+	attempts  int
+	t1        time.Time
+	sent      time.Time // the earliest send time of this phase's grants (acquire, extend)
+	stale     int       // this attempt's ops dropped as stale in a node's queue
+	uncounted int       // attempts retried for overload: not counted against MaxAttempts
+	granted   int
+	refused   int
+	failed    int
+	replied   int    // replies to the current phase's ops
+	answered  uint64 // bit i: master i answered in this phase
+	grants    uint64 // bit i: master i granted in this phase
+	errs      []error
+	token     int64 // the largest token granted in this attempt
+	wake      bool  // a local Unlock of the key came while this attempt was out
+	lastErr   error
+	lastAns   []api.MasterAnswer
+	bo        *backoff.ExponentialBackOff
+	timer     scheduler.CancelFunc // the armed retry timer, or a finished call's cleanup timer
 	// left tracks the keys that ended attempts may have left (see
 	// coordinator.leave); nil until an attempt fails, so that a call that
 	// wins at once carries only the pointer.

@@ -244,7 +244,7 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 		call.granted++
 		call.grants |= 1 << node
 		call.token = max(call.token, rep.res.Token)
-		if call.phase != phaseFencing && (call.sent.IsZero() || rep.sent.Before(call.sent)) {
+		if (call.phase == phaseAcquiring || call.phase == phaseExtending) && (call.sent.IsZero() || rep.sent.Before(call.sent)) {
 			call.sent = rep.sent
 		}
 	case call.phase == phaseAcquiring && call.left != nil && call.left.mask&(1<<node) != 0:
@@ -295,8 +295,9 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 				// past queueLimit in the nodes' queues, the masters'
 				// answers did not rule a grant out. The attempt does
 				// not count: it is retried, and the wait shows as
-				// latency, never as unreachable masters.
-				call.attempts--
+				// latency, never as unreachable masters. (attempts
+				// still counts it: it numbers the cleanup generations.)
+				call.uncounted++
 				sentinel, detail = errOverloaded, ""
 			}
 			if call.phase == phaseFencing {
@@ -348,7 +349,7 @@ func (c *coordinator) failAttempt(ctx actor.Context, call *Call, sentinel error,
 	call.lastAns = c.answers(call)
 	err := &api.Error{Op: call.Op, Key: call.Key, Err: sentinel, Attempts: call.attempts, Masters: call.lastAns, Detail: detail}
 	c.leave(ctx, call)
-	if call.Retry.MaxAttempts > 0 && call.attempts >= call.Retry.MaxAttempts {
+	if call.Retry.MaxAttempts > 0 && call.attempts-call.uncounted >= call.Retry.MaxAttempts {
 		call.phase = phaseCleaning
 		call.lastErr = err
 		return
