@@ -295,7 +295,7 @@ func TestNoScriptKeepsBatchOrder(t *testing.T) {
 func TestScriptsLoadedOnConnect(t *testing.T) {
 	s := redistest.Start(t, 1)[0]
 	dial(t, Config{Addr: s.Addr})
-	if got := scriptsLoaded(t, s); got != "1111111" {
+	if got := scriptsLoaded(t, s); got != strings.Repeat("1", int(numScripts)) {
 		t.Errorf("SCRIPT EXISTS of every script after connect = %s, want all 1", got)
 	}
 }
