@@ -114,7 +114,7 @@ func (c *coordinator) start(ctx actor.Context, call *Call) {
 	case Release:
 		c.begin(call, phaseReleasing)
 		call.t1 = time.Now()
-		c.send(ctx, call, transport.Release, true)
+		c.send(ctx, call, call.Mode.release(), true)
 		if call.Keys == nil {
 			c.wake(ctx, call.Key)
 			return
@@ -137,7 +137,7 @@ func (c *coordinator) start(ctx actor.Context, call *Call) {
 	case Extend:
 		c.begin(call, phaseExtending)
 		call.t1 = time.Now()
-		c.send(ctx, call, transport.Extend, true)
+		c.send(ctx, call, call.Mode.extend(), true)
 	}
 }
 
@@ -185,9 +185,12 @@ func (c *coordinator) attempt(ctx actor.Context, call *Call) {
 		// finds it gone if the release gets through.
 		c.release(ctx, call, l.mask&^l.cleaning)
 	}
-	if call.Fenced {
+	switch {
+	case call.Fenced:
 		c.send(ctx, call, transport.AcquireFenced, true)
-	} else {
+	case call.Mode != Mutex:
+		c.send(ctx, call, call.Mode.acquire(), true)
+	default:
 		c.send(ctx, call, transport.Acquire, true)
 	}
 }
@@ -405,6 +408,9 @@ func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
 	call.Err = err
 	delete(c.active, call)
 	close(call.done)
+	if call.Mode == Writer && err != nil && call.attempts > 0 && !c.closing {
+		c.giveUp(ctx, call)
+	}
 	if l := call.left; l != nil && l.mask != 0 && err != nil && !c.closing {
 		// Keys of a call that won belong to its lock, and Unlock
 		// releases them; a call that lost releases them from here on.
@@ -445,7 +451,7 @@ func (c *coordinator) release(ctx actor.Context, call *Call, mask uint64) {
 		call:    call,
 		hash:    call.hash,
 		seq:     uint64(call.left.gen),
-		op:      transport.Op{Kind: transport.Release, Key: call.Key, Keys: call.Keys, Value: call.Value},
+		op:      transport.Op{Kind: call.Mode.cleanup(), Key: call.Key, Keys: call.Keys, Value: call.Value},
 		shard:   c.shard,
 		reply:   true,
 		cleanup: true,
