@@ -1,7 +1,10 @@
 package bench_test
 
 import (
+	"context"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/quorumlock/redlock/api"
 	"github.com/quorumlock/redlock/bench"
@@ -12,9 +15,9 @@ import (
 // BenchmarkRWMemory and BenchmarkRWRedis run the standard workloads with
 // read-write locks, next to BenchmarkMemory and BenchmarkRedis (the mutex):
 // read (every cycle RLock), write (every cycle WLock) and mixed (one cycle
-// in four a write).
+// in four a write). Side by side with the mutex, on two workloads:
 //
-//	go test -run '^$' -bench RW -benchmem ./bench
+//	go test -run '^$' -bench '^Benchmark(RW)?Memory$/^(uncontended|contended)$/^c=(64|256)$' -benchmem ./bench
 func BenchmarkRWMemory(b *testing.B) {
 	e, err := engine.NewMemory(5)
 	if err != nil {
@@ -33,12 +36,29 @@ func BenchmarkRWRedis(b *testing.B) {
 	runRW(b, e)
 }
 
+// runRW runs the standard workloads (benchtest.Run's) with each mix, named
+// "<workload>/<mix>" (uncontended/c=256/read, ...) so that one -bench
+// pattern selects the same workloads of the mutex and of the read-write lock.
 func runRW(b *testing.B, l api.Locker) {
-	for _, m := range []struct {
+	mixes := []struct {
 		name  string
 		every int64
-	}{{"read", 0}, {"write", 1}, {"mixed", 4}} {
-		b.Run(m.name, func(b *testing.B) { benchtest.Run(b, "rw-"+m.name, bench.RW(l, m.every)) })
+	}{{"read", 0}, {"write", 1}, {"mixed", 4}}
+	prefix := bench.RunPrefix("rw")
+	if err := bench.WaitReady(context.Background(), bench.RW(l, 0), prefix+"ready:", 10*time.Second, nil); err != nil {
+		b.Fatalf("no read lock could be taken in 10s: %v", err)
+	}
+	for _, contended := range []bool{false, true} {
+		for _, c := range benchtest.Concurrencies {
+			p := prefix + strconv.FormatBool(contended) + strconv.Itoa(c) + ":"
+			w := bench.Uncontended(c, p)
+			if contended {
+				w = bench.Contended(c, p)
+			}
+			for _, m := range mixes {
+				b.Run(w.Name()+"/"+m.name, func(b *testing.B) { benchtest.RunWorkload(b, bench.RW(l, m.every), w) })
+			}
+		}
 	}
 }
 
