@@ -2,28 +2,82 @@ package memory
 
 import "github.com/quorumlock/redlock/transport"
 
-// readers is what a key holds while it has read-write readers: each
-// reader's and each waiting writer's expiry (monotime), by value. The
-// Redis transport keeps the same at the key as one sorted set.
+// member is one reader of a key, or one writer waiting on its readers
+// (transport.AcquireExclusive's mark), with its expiry (monotime).
+type member struct {
+	value  string
+	exp    int64
+	writer bool
+}
+
+// readers is what a key holds while it has read-write readers or writers'
+// marks. The Redis transport keeps the same at the key as one sorted set.
+// Members are few (the readers of one key at one moment), so a slice
+// scanned in full beats a map, and a key's first member lives in the
+// struct's own array: a key with one reader costs one allocation.
 type readers struct {
-	r map[string]int64 // live readers
-	w map[string]int64 // writers waiting on the readers (transport.AcquireExclusive)
+	m     []member
+	first [1]member
+}
+
+func newReaders() *readers {
+	rd := &readers{}
+	rd.m = rd.first[:0]
+	return rd
 }
 
 // prune drops the expired members and returns the latest expiry left (0 if
-// none), which is the key's own.
-func (rd *readers) prune(now int64) int64 {
-	var last int64
-	for _, set := range [2]map[string]int64{rd.r, rd.w} {
-		for v, exp := range set {
-			if exp <= now {
-				delete(set, v)
-			} else if exp > last {
-				last = exp
-			}
+// none), which is the key's own, and how many live readers and writers'
+// marks are left.
+func (rd *readers) prune(now int64) (last int64, readers, writers int) {
+	kept := rd.m[:0]
+	for _, mb := range rd.m {
+		if mb.exp <= now {
+			continue
+		}
+		kept = append(kept, mb)
+		last = max(last, mb.exp)
+		if mb.writer {
+			writers++
+		} else {
+			readers++
 		}
 	}
-	return last
+	clear(rd.m[len(kept):]) // drop the removed values' strings
+	rd.m = kept
+	return last, readers, writers
+}
+
+// set makes value a member of its kind with expiry exp.
+func (rd *readers) set(value string, writer bool, exp int64) {
+	if i := rd.find(value, writer); i >= 0 {
+		rd.m[i].exp = exp
+		return
+	}
+	rd.m = append(rd.m, member{value: value, exp: exp, writer: writer})
+}
+
+// find returns the index of value's member of its kind, or -1.
+func (rd *readers) find(value string, writer bool) int {
+	for i := range rd.m {
+		if rd.m[i].writer == writer && rd.m[i].value == value {
+			return i
+		}
+	}
+	return -1
+}
+
+// drop removes value's member of its kind and reports whether it was there.
+func (rd *readers) drop(value string, writer bool) bool {
+	i := rd.find(value, writer)
+	if i < 0 {
+		return false
+	}
+	last := len(rd.m) - 1
+	rd.m[i] = rd.m[last]
+	rd.m[last] = member{}
+	rd.m = rd.m[:last]
+	return true
 }
 
 // applyShared runs a valid read-write op (transport.AcquireShared and the
@@ -55,29 +109,29 @@ func (m *Master) applyShared(op *transport.Op) bool {
 		}
 		return false
 	}
-	var rd *readers
+	var (
+		rd               *readers
+		nreaders, nmarks int
+	)
 	if found {
 		rd = e.rd
-		rd.prune(now)
+		_, nreaders, nmarks = rd.prune(now)
 	}
 	switch op.Kind {
 	case transport.AcquireShared:
 		if rd == nil {
-			rd = &readers{r: make(map[string]int64, 1)}
-		} else if len(rd.w) > 0 {
+			rd = newReaders()
+		} else if nmarks > 0 {
 			return false // a writer waits: no new reader until it got in or gave up
 		}
-		rd.r[op.Value] = deadline(now, op.TTL)
+		rd.set(op.Value, false, deadline(now, op.TTL))
 	case transport.AcquireExclusive:
-		if rd != nil && len(rd.r) > 0 {
-			if rd.w == nil {
-				rd.w = make(map[string]int64, 1)
-			}
-			rd.w[op.Value] = deadline(now, op.TTL)
-			s.m[op.Key] = entry{expires: rd.prune(now), rd: rd}
+		if nreaders > 0 {
+			rd.set(op.Value, true, deadline(now, op.TTL))
+			m.storeReaders(s, op.Key, rd, now)
 			return false
 		}
-		// Free, or only markers (its own or other writers'): they go with
+		// Free, or only marks (its own or other writers'): they go with
 		// the grant, as on Redis the key is replaced.
 		s.m[op.Key] = entry{value: op.Value, expires: deadline(now, op.TTL)}
 		return true
@@ -85,19 +139,19 @@ func (m *Master) applyShared(op *transport.Op) bool {
 		if rd == nil {
 			return false
 		}
-		_, had := rd.r[op.Value]
-		delete(rd.r, op.Value)
-		delete(rd.w, op.Value)
+		had := rd.drop(op.Value, false)
+		rd.drop(op.Value, true)
 		m.storeReaders(s, op.Key, rd, now)
 		return had
 	case transport.ExtendShared:
 		if rd == nil {
 			return false
 		}
-		if _, live := rd.r[op.Value]; !live {
+		i := rd.find(op.Value, false)
+		if i < 0 {
 			return false
 		}
-		rd.r[op.Value] = deadline(now, op.TTL)
+		rd.m[i].exp = deadline(now, op.TTL)
 	}
 	m.storeReaders(s, op.Key, rd, now)
 	return true
@@ -106,7 +160,7 @@ func (m *Master) applyShared(op *transport.Op) bool {
 // storeReaders writes key back with its expiry at its latest member, or
 // deletes it when none is left. The caller holds s.
 func (m *Master) storeReaders(s *shard, key string, rd *readers, now int64) {
-	if last := rd.prune(now); last > now {
+	if last, _, _ := rd.prune(now); last > now {
 		s.m[key] = entry{expires: last, rd: rd}
 	} else {
 		delete(s.m, key)
@@ -125,8 +179,8 @@ func (m *Master) Readers(key string) int {
 	}
 	now := monotime()
 	n := 0
-	for _, exp := range e.rd.r {
-		if exp > now {
+	for _, mb := range e.rd.m {
+		if !mb.writer && mb.exp > now {
 			n++
 		}
 	}
