@@ -77,8 +77,9 @@ type Locker interface {
 	// "Read-write locks"). A plain Lock on the key is a writer too: it
 	// excludes readers and they exclude it, but only WLock makes readers
 	// wait for it. Until, Done, Err, Extend, auto-extension and Unlock work
-	// as for Lock; fencing does not apply (WithFencing(true) is refused:
-	// readers hold at once, so a token cannot order them). It waits like
+	// as for Lock; fencing does not apply (WithFencing(true) is refused,
+	// also as the engine's default: pass WithFencing(false) then; readers
+	// hold at once, so a token cannot order them). It waits like
 	// Lock. Not reentrant: a goroutine that holds a read lock and asks again
 	// gets a second, independent hold, and one that asks for the write lock
 	// waits for itself until its budget ends.

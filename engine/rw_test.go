@@ -152,6 +152,16 @@ func TestReadWriteRefusals(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
 		}
 	}
+	// Fencing as the engine's default: refused until the call turns it off.
+	fenced := newMemory(t, 3, api.WithFencing(true))
+	if _, err := fenced.TryRLock(ctx, "k"); !errors.Is(err, api.ErrInvalidArgument) {
+		t.Errorf("TryRLock on an engine with fencing on: %v, want ErrInvalidArgument", err)
+	}
+	if r, err := fenced.TryRLock(ctx, "k", api.WithFencing(false)); err != nil {
+		t.Errorf("TryRLock(WithFencing(false)) on an engine with fencing on: %v", err)
+	} else {
+		_ = r.Unlock(ctx)
+	}
 	// Masters without the read-write ops: refused up front, naming them.
 	ts, mins := mixed()
 	e2, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine())
