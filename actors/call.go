@@ -64,6 +64,9 @@ type Call struct {
 	// Queue makes an acquire wait in the key's local queue: goroutines of
 	// this engine that want the same key contend one at a time, in order.
 	Queue bool
+	// Mode is the kind of lock: a mutex (the zero value), a reader or a
+	// writer of a read-write lock (rw.go).
+	Mode Mode
 
 	// Result, valid once Done is closed.
 	Err      error

@@ -120,7 +120,7 @@ func (c *coordinator) start(ctx actor.Context, call *Call) {
 	case Release:
 		c.begin(call, phaseReleasing)
 		call.t1 = time.Now()
-		c.send(ctx, call, transport.Release, true)
+		c.send(ctx, call, call.Mode.release(), true)
 		if call.Keys == nil {
 			c.wake(ctx, call.Key)
 			return
@@ -143,7 +143,7 @@ func (c *coordinator) start(ctx actor.Context, call *Call) {
 	case Extend:
 		c.begin(call, phaseExtending)
 		call.t1, call.sent = time.Now(), time.Time{}
-		c.send(ctx, call, transport.Extend, true)
+		c.send(ctx, call, call.Mode.extend(), true)
 	}
 }
 
@@ -191,9 +191,12 @@ func (c *coordinator) attempt(ctx actor.Context, call *Call) {
 		// finds it gone if the release gets through.
 		c.release(ctx, call, l.mask&^l.cleaning)
 	}
-	if call.Fenced {
+	switch {
+	case call.Fenced:
 		c.send(ctx, call, transport.AcquireFenced, true)
-	} else {
+	case call.Mode != Mutex:
+		c.send(ctx, call, call.Mode.acquire(), true)
+	default:
 		c.send(ctx, call, transport.Acquire, true)
 	}
 }
@@ -429,6 +432,9 @@ func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
 	call.Err = err
 	delete(c.active, call)
 	close(call.done)
+	if call.Mode == Writer && err != nil && call.attempts > 0 && !c.closing {
+		c.giveUp(ctx, call)
+	}
 	if l := call.left; l != nil && l.mask != 0 && err != nil && !c.closing {
 		// Keys of a call that won belong to its lock, and Unlock
 		// releases them; a call that lost releases them from here on.
@@ -469,7 +475,7 @@ func (c *coordinator) release(ctx actor.Context, call *Call, mask uint64) {
 		call:    call,
 		hash:    call.hash,
 		seq:     uint64(call.left.gen),
-		op:      transport.Op{Kind: transport.Release, Key: call.Key, Keys: call.Keys, Value: call.Value},
+		op:      transport.Op{Kind: call.Mode.cleanup(), Key: call.Key, Keys: call.Keys, Value: call.Value},
 		shard:   c.shard,
 		reply:   true,
 		cleanup: true,

@@ -190,7 +190,7 @@ func (q *quarantine) vet(n *node, b *batch) {
 			now.Sub(q.started).Round(time.Millisecond), q.started.Add(q.period).Sub(now).Round(time.Millisecond))
 	}
 	for i := range b.res {
-		if b.ops[i].Kind != transport.Release && (b.res[i].OK || (answers && b.res[i].Err == nil)) {
+		if b.ops[i].Kind != transport.Release && b.ops[i].Kind != transport.ReleaseShared && (b.res[i].OK || (answers && b.res[i].Err == nil)) {
 			b.res[i] = transport.Result{Err: reason}
 		}
 	}

@@ -69,6 +69,33 @@ type Locker interface {
 	LockAll(ctx context.Context, keys []string, opts ...LockOption) (Lock, error)
 	// TryLockAll is LockAll with exactly one attempt.
 	TryLockAll(ctx context.Context, keys []string, opts ...LockOption) (Lock, error)
+	// RLock takes a read (shared) lock on key: any number of readers hold
+	// it at once, and no writer while one does. A reader is admitted only
+	// when no writer holds the key and no writer waits for the readers in
+	// place (writer preference: a writer refused by live readers turns new
+	// readers away until it got in, gave up, or its TTL passed; README,
+	// "Read-write locks"). A plain Lock on the key is a writer too: it
+	// excludes readers and they exclude it, but only WLock makes readers
+	// wait for it. Until, Done, Err, Extend, auto-extension and Unlock work
+	// as for Lock; fencing does not apply (WithFencing(true) is refused,
+	// also as the engine's default: pass WithFencing(false) then; readers
+	// hold at once, so a token cannot order them). It waits like
+	// Lock. Not reentrant: a goroutine that holds a read lock and asks again
+	// gets a second, independent hold, and one that asks for the write lock
+	// waits for itself until its budget ends.
+	RLock(ctx context.Context, key string, opts ...LockOption) (Lock, error)
+	// TryRLock is RLock with exactly one attempt.
+	TryRLock(ctx context.Context, key string, opts ...LockOption) (Lock, error)
+	// WLock takes the write (exclusive) lock on key: granted when no writer
+	// and no live reader holds it, as Lock is, and while live readers keep
+	// it out it holds back new readers until it gets in, so a stream of
+	// readers cannot starve it. The lock it returns is a mutex on key in
+	// every other respect; fencing is refused (use Lock with WithFencing
+	// for a fenced writer, without the writer preference).
+	WLock(ctx context.Context, key string, opts ...LockOption) (Lock, error)
+	// TryWLock is WLock with exactly one attempt; when refused it clears the
+	// mark that held back new readers.
+	TryWLock(ctx context.Context, key string, opts ...LockOption) (Lock, error)
 	// Close stops the engine: operations in progress fail with ErrClosed,
 	// and every actor, timer, goroutine and connection is stopped. Locks
 	// still held stay on the masters until they expire.

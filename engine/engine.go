@@ -184,7 +184,7 @@ func start(ts []transport.Transport, o api.Options) (*Engine, error) {
 	lacking := make(map[transport.Capabilities][]string)
 	for i, t := range ts {
 		have := transport.CapabilitiesOf(t)
-		for _, c := range []transport.Capabilities{transport.Fencing, transport.MultiKey} {
+		for _, c := range []transport.Capabilities{transport.Fencing, transport.MultiKey, transport.Shared} {
 			if !have.Has(c) {
 				lacking[c] = append(lacking[c], names[i])
 			}
@@ -230,6 +230,9 @@ func refuse(lacking map[transport.Capabilities][]string, c transport.Capabilitie
 	if c == transport.MultiKey {
 		what, fix = "a lock on several keys (LockAll, TryLockAll) needs", "lock the keys one by one, always in the same order"
 	}
+	if c == transport.Shared {
+		what, fix = sharedWhat, sharedFix
+	}
 	return fmt.Errorf("%w: %s the %s ops on every master, but these masters' transports do not declare transport.%s (see transport.Capabler): %s; %s, or give every master a transport that implements them",
 		api.ErrInvalidArgument, what, c, capName(c), strings.Join(ms, ", "), fix)
 }
@@ -237,6 +240,9 @@ func refuse(lacking map[transport.Capabilities][]string, c transport.Capabilitie
 func capName(c transport.Capabilities) string {
 	if c == transport.MultiKey {
 		return "MultiKey"
+	}
+	if c == transport.Shared {
+		return "Shared"
 	}
 	return "Fencing"
 }
@@ -385,6 +391,11 @@ func (e *Engine) acquireAll(ctx context.Context, op string, keys []string, opts 
 }
 
 func (e *Engine) acquire(ctx context.Context, op, key string, keys []string, opts []api.LockOption, once bool) (api.Lock, error) {
+	return e.acquireMode(ctx, op, key, keys, opts, once, actors.Mutex)
+}
+
+// acquireMode is acquire of a lock of the given mode (rw.go).
+func (e *Engine) acquireMode(ctx context.Context, op, key string, keys []string, opts []api.LockOption, once bool, mode actors.Mode) (api.Lock, error) {
 	if err := check.Key(key); err != nil {
 		return nil, &api.Error{Op: op, Key: key, Err: err}
 	}
@@ -395,6 +406,9 @@ func (e *Engine) acquire(ctx context.Context, op, key string, keys []string, opt
 	}
 	if err == nil && o.Fencing && keys != nil {
 		err = fmt.Errorf("%w: fencing tokens are per key: take a fenced lock on one key, or leave fencing off for a multi-key lock", api.ErrInvalidArgument)
+	}
+	if err == nil && mode != actors.Mutex {
+		err = e.checkRW(&o)
 	}
 	if err == nil && o.Fencing && e.lacking[transport.Fencing] != nil {
 		err = refuse(e.lacking, transport.Fencing)
@@ -414,6 +428,8 @@ func (e *Engine) acquire(ctx context.Context, op, key string, keys []string, opt
 	call.Keys = keys
 	call.Retry = o.Retry
 	call.Fenced = o.Fencing
+	call.Mode = mode
+	l.mode = mode
 	if once {
 		call.Retry.MaxAttempts = 1
 	} else {
@@ -475,7 +491,8 @@ type lock struct {
 	drift  time.Duration
 	maxExt int
 	token  int64
-	auto   float64 // auto-extension share of validity, 0 for off
+	mode   actors.Mode // a mutex, or a read-write lock's reader or writer
+	auto   float64     // auto-extension share of validity, 0 for off
 	vbuf   [valueLen]byte
 
 	mu       sync.Mutex // serialises Extend and Unlock of one handle
@@ -726,6 +743,7 @@ func (l *lock) extend(ctx context.Context) error {
 	l.sig.Unlock()
 	call := actors.NewCall(actors.Extend, "extend", l.key, l.value, l.ttl, l.drift)
 	call.Keys = l.keys
+	call.Mode = l.mode
 	if err := l.e.run(ctx, call); err != nil {
 		// The masters would not confirm: past its current validity nobody
 		// can vouch for the lock, and a majority may already have dropped it.
@@ -763,6 +781,7 @@ func (l *lock) Unlock(ctx context.Context) error {
 	l.lose(released)
 	call := actors.NewCall(actors.Release, "unlock", l.key, l.value, l.ttl, l.drift)
 	call.Keys = l.keys
+	call.Mode = l.mode
 	err := l.e.run(ctx, call)
 	// After "unreachable" or a cancelled context the release may not have
 	// landed, so Unlock may be called again; after success or "not held"

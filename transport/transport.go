@@ -9,10 +9,12 @@
 // discovers by type assertion, in the way database/sql/driver does it:
 //
 //   - Capabler: the optional ops it implements (Fencing: AcquireFenced and
-//     RaiseFence; MultiKey: ops over several keys). Without it, none; the
-//     engine then refuses the features that need them (WithFencing,
-//     LockAll over several keys) with api.ErrInvalidArgument instead of
-//     sending ops the master cannot apply.
+//     RaiseFence; MultiKey: ops over several keys; Shared: the read-write
+//     ops AcquireShared, ReleaseShared, ExtendShared, AcquireExclusive).
+//     Without it, none; the engine then refuses the features that need
+//     them (WithFencing, LockAll over several keys, RLock and WLock) with
+//     api.ErrInvalidArgument instead of sending ops the master cannot
+//     apply.
 //   - ServerReporter: the run id and uptime of the master process, and an
 //     epoch that changes with the connection. Without it the master is not
 //     quarantined after a restart.
@@ -62,10 +64,13 @@
 //     batch. (Work that Do abandons because ctx ended may keep it.)
 //   - An op that needs a capability the transport does not declare
 //     (AcquireFenced and RaiseFence without Fencing, Keys of two or more
-//     without MultiKey) is not applied and answers OK=false with an Err
+//     without MultiKey, the read-write ops without Shared) is not applied and answers OK=false with an Err
 //     wrapping errors.ErrUnsupported; the batch's other ops go on. A
 //     malformed op answers ErrInvalidOp, whatever its kind (CheckFor does
 //     both). The engine never sends such ops; this keeps a mistake loud.
+//   - A key that holds readers (AcquireShared) exists for the plain ops:
+//     Acquire and AcquireFenced refuse it; Release and Extend answer it a
+//     definite "no" (never an Err), as a key that holds another value.
 //   - Fencing counters (AcquireFenced, RaiseFence) never go down, never
 //     expire, and change only as those two ops say: AcquireFenced adds one
 //     and takes ownership, RaiseFence confirms a token only above every
@@ -117,7 +122,51 @@ const (
 	// from masters that missed a newer grant confirm an older token
 	// (README, "Guarantees, and their limits"; the proof is in SAFETY.md).
 	RaiseFence
+	// AcquireShared (capability Shared) admits Value as a reader of Key for
+	// TTL: OK when the key is free or holds only readers and no live
+	// writer-waiting marker; a definite "no" when a writer (any plain
+	// value: Acquire, AcquireFenced, AcquireExclusive) holds the key or a
+	// waiting writer's marker is live. A value that is already a reader of
+	// the key is admitted again and its expiry set to TTL from now.
+	//
+	// The readers live at the lock key itself, each with its own expiry
+	// (on Redis: a sorted set of "r"+value scored by the expiry in ms of
+	// the master's clock, with the key's PEXPIREAT kept at its latest
+	// member), so a key that holds readers exists for every plain op:
+	// Acquire and AcquireFenced refuse it, and Release and Extend answer
+	// it a definite "no", as for a key holding another value. An expired
+	// reader counts for nothing and is dropped when next touched.
+	AcquireShared
+	// ReleaseShared (capability Shared) removes Value from Key whatever it
+	// holds it as: a reader entry, a writer's plain value (then the key is
+	// deleted), or a writer-waiting marker. OK reports whether Value held
+	// the key (as a live reader or as its writer); dropping only a marker
+	// is not OK. It is the one release of read-write locks, readers and
+	// writers alike, so a cleanup never needs to know which kind an
+	// attempt left behind.
+	ReleaseShared
+	// ExtendShared (capability Shared) sets a new expiry of TTL from now on
+	// Value's hold of Key: the key's PX when Value is its writer, or
+	// Value's reader entry (and the key's expiry, to the latest reader's)
+	// when Value is a live reader. It never re-creates an expired or
+	// missing hold. OK reports whether it extended.
+	ExtendShared
+	// AcquireExclusive (capability Shared) is the writer's Acquire: SET NX
+	// PX when the key is missing, or holds only expired readers and
+	// writer-waiting markers (they are cleared); a definite "no" while a
+	// writer holds the key or a reader of it is live. Refused because of
+	// live readers, it leaves (or refreshes) Value's writer-waiting marker
+	// for TTL from now, and while a live marker is there AcquireShared
+	// admits no new reader: the readers in place drain, and the writer gets
+	// in (writer preference, SAFETY.md). The marker goes with the
+	// writer's grant, with ReleaseShared of Value, or by its own expiry,
+	// so a writer that crashed blocks new readers for at most TTL.
+	AcquireExclusive
 )
+
+// Shared reports whether k is one of the read-write ops (capability
+// Shared).
+func (k OpKind) Shared() bool { return k >= AcquireShared && k <= AcquireExclusive }
 
 // FencePrefix starts the name of every fencing counter. Lock keys must not
 // start with it.
@@ -138,6 +187,14 @@ func (k OpKind) String() string {
 		return "acquire-fenced"
 	case RaiseFence:
 		return "raise-fence"
+	case AcquireShared:
+		return "acquire-shared"
+	case ReleaseShared:
+		return "release-shared"
+	case ExtendShared:
+		return "extend-shared"
+	case AcquireExclusive:
+		return "acquire-exclusive"
 	}
 	return "unknown"
 }
@@ -233,7 +290,14 @@ const (
 	// (Op.Keys with more than one key), atomically. The engine needs it on
 	// every master for LockAll and TryLockAll over more than one key.
 	MultiKey
+	// Shared: the read-write ops AcquireShared, ReleaseShared, ExtendShared
+	// and AcquireExclusive. The engine needs it on every master for
+	// RLock, TryRLock, WLock and TryWLock.
+	Shared
 )
+
+// Known is every capability this version defines.
+const Known = Fencing | MultiKey | Shared
 
 // Has reports whether c includes every capability in want.
 func (c Capabilities) Has(want Capabilities) bool { return c&want == want }
@@ -246,7 +310,10 @@ func (c Capabilities) String() string {
 	if c&MultiKey != 0 {
 		parts = append(parts, "multi-key")
 	}
-	if rest := c &^ (Fencing | MultiKey); rest != 0 {
+	if c&Shared != 0 {
+		parts = append(parts, "shared")
+	}
+	if rest := c &^ Known; rest != 0 {
 		parts = append(parts, fmt.Sprintf("%#x", uint32(rest)))
 	}
 	if len(parts) == 0 {
@@ -279,6 +346,9 @@ func Needs(op *Op) Capabilities {
 	}
 	if len(op.Keys) > 1 {
 		c |= MultiKey
+	}
+	if op.Kind.Shared() {
+		c |= Shared
 	}
 	return c
 }
@@ -320,14 +390,14 @@ var (
 // so that they all reject the same ops with the same error.
 func Check(op *Op) error {
 	switch op.Kind {
-	case Acquire, Extend, AcquireFenced:
+	case Acquire, Extend, AcquireFenced, AcquireShared, ExtendShared, AcquireExclusive:
 		if op.TTL < time.Millisecond {
 			return fmt.Errorf("%w: %s: ttl %v is below 1ms", ErrInvalidOp, op.Kind, op.TTL)
 		}
 		if op.TTL%time.Millisecond != 0 {
 			return fmt.Errorf("%w: %s: ttl %v is not a whole number of milliseconds", ErrInvalidOp, op.Kind, op.TTL)
 		}
-	case Release:
+	case Release, ReleaseShared:
 	case RaiseFence:
 		if op.Token < 1 {
 			return fmt.Errorf("%w: %s: token %d must be positive", ErrInvalidOp, op.Kind, op.Token)
@@ -346,6 +416,9 @@ func Check(op *Op) error {
 	if len(op.Keys) > 0 {
 		if op.Kind == AcquireFenced || op.Kind == RaiseFence {
 			return fmt.Errorf("%w: %s: fenced ops take one key", ErrInvalidOp, op.Kind)
+		}
+		if op.Kind.Shared() && len(op.Keys) > 1 {
+			return fmt.Errorf("%w: %s: read-write ops take one key", ErrInvalidOp, op.Kind)
 		}
 		if op.Keys[0] != op.Key {
 			return fmt.Errorf("%w: %s: Key must be Keys[0]", ErrInvalidOp, op.Kind)

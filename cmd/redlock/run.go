@@ -59,7 +59,9 @@ type runOptions struct {
 	// QuarantineSet: --quarantine was given. Otherwise the engine's default
 	// applies: a quarantine of one TTL.
 	QuarantineSet bool
-	Command       []string
+	// Shared takes a read lock on Key (RLock) instead of the lock.
+	Shared  bool
+	Command []string
 
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
@@ -93,6 +95,13 @@ group instead, so that it can read the terminal: Ctrl-C and the like then reach
 it from the terminal directly, run passes on only SIGTERM, and a lost lock
 signals the command itself but not its children.
 
+With --shared, run takes a read lock on --key instead: any number of commands
+with --shared run at once, and none while a command without it holds the key
+(one without --shared is a writer; it does not hold new readers back, so a
+steady stream of --shared runs can delay it). The read lock is
+extended, lost and released like the lock, with the same exit statuses (75:
+a writer holds the key). --fencing does not apply.
+
 The command's environment has ` + envKey + ` (the key), ` + envValue + ` (the
 lock's unique value) and ` + envToken + ` (the fencing token, a positive integer
 growing with every grant of the key, with --fencing; empty without it).
@@ -120,6 +129,10 @@ run also says on stderr why it gave up.`,
 
   # wait up to 10 minutes for the deploy lock; fencing token for the deploy tool
   redlock run --key deploy:prod --wait 10m --fencing -- sh -c 'deploy --fence "$` + envToken + `"'
+
+  # many readers of the catalog at once, never during the migration
+  redlock run --key catalog --shared -- ./export-catalog.sh
+  redlock run --key catalog -- ./migrate-catalog.sh
 
   # a 30s TTL, and 20s for the command to stop if the lock is lost
   redlock run --key migrate --ttl 30s --grace 20s --nodes redis://:secret@r1:6379,r2:6379,r3:6379 -- ./migrate up`,
@@ -151,6 +164,7 @@ run also says on stderr why it gave up.`,
 	f.DurationVar(&o.Wait, "wait", o.Wait, "how long to wait for the lock; 0 makes one attempt")
 	f.BoolVar(&o.Fencing, "fencing", false, "give the command a fencing token in $"+envToken)
 	f.DurationVar(&o.Grace, "grace", o.Grace, "after a lost lock, time between SIGTERM and SIGKILL to the command")
+	f.BoolVar(&o.Shared, "shared", false, "take a read lock: commands with --shared run together, never with one without it (a writer)")
 	f.DurationVar(&o.Quarantine, "quarantine", 0, "restart quarantine: masters up for less do not vote (default: the --ttl); 0 turns it off, which is unsafe for masters without persistence")
 	f.SortFlags = false
 	return cmd
@@ -171,6 +185,9 @@ func (o *runOptions) validate() error {
 	}
 	if err := check.Key(o.Key); err != nil {
 		return fmt.Errorf("--key: %s", strings.TrimPrefix(err.Error(), api.ErrInvalidArgument.Error()+": "))
+	}
+	if err := o.validateShared(); err != nil {
+		return err
 	}
 	if err := checkTTL(o.TTL); err != nil {
 		return err
@@ -304,11 +321,7 @@ func acquire(ctx context.Context, eng *engine.Engine, o runOptions, sigs <-chan 
 	done := make(chan result, 1)
 	go func() {
 		var r result
-		if o.Wait == 0 {
-			r.lock, r.err = eng.TryLock(actx, o.Key)
-		} else {
-			r.lock, r.err = eng.Lock(actx, o.Key)
-		}
+		r.lock, r.err = o.take(actx, eng)
 		done <- r
 	}()
 	var sig os.Signal

@@ -37,7 +37,9 @@ func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transp
 	}
 	for i := range ops {
 		results[i] = transport.Result{}
-		if err := transport.Check(&ops[i]); err != nil {
+		// CheckFor, not Check: ops of a capability this transport does not
+		// declare (the read-write ops) are answered ErrUnsupported, unsent.
+		if err := transport.CheckFor(&ops[i], t.Capabilities()); err != nil {
 			results[i].Err = err
 			continue
 		}

@@ -39,6 +39,9 @@
 //   - overrun: a critical section that ended after its validity (End >
 //     ValidUntil) while the lost-lock signal had not fired by End, unless
 //     the holder's process was stopped on purpose during it (Paused).
+//   - writer-overlap: on a key with read locks (Grant.Shared), a writer's
+//     section or window overlaps another holder's, reader or writer; two
+//     readers may overlap (rw.go). Replaces overlap and grant-overlap there.
 //   - stale-write and late-write: writes to a protected resource (see
 //     Write and checkWrites).
 package history
@@ -75,6 +78,9 @@ type Grant struct {
 	// signal, so overrun does not judge it; what it does after it resumes
 	// is judged by the write rules.
 	Paused bool `json:"paused,omitempty"`
+	// Shared: a read lock (RLock); readers of a key may overlap each
+	// other, never a writer (rw.go).
+	Shared bool `json:"shared,omitempty"`
 }
 
 // window is the span the engine vouched for this holder.
@@ -157,6 +163,10 @@ func Check(h History) []Violation {
 	var out []Violation
 	for _, k := range keys {
 		gs := byKey[k]
+		if slices.ContainsFunc(gs, func(g *Grant) bool { return g.Shared }) {
+			out = append(out, checkShared(k, gs)...)
+			continue
+		}
 		out = append(out, checkKey(k, gs, resets)...)
 	}
 	out = append(out, checkWrites(h.Writes, resets)...)
@@ -222,7 +232,12 @@ func checkKey(key string, gs []*Grant, resets []Reset) []Violation {
 			"%s got token %d at %v, after %s got token %d at %v: tokens must strictly increase",
 			b.Holder, b.Token, ms(b.GrantedAt), a.Holder, a.Token, ms(a.GrantedAt))})
 	}
-	// overrun.
+	return append(out, overruns(key, gs)...)
+}
+
+// overruns applies the overrun rule to every grant of key.
+func overruns(key string, gs []*Grant) []Violation {
+	var out []Violation
 	for _, g := range gs {
 		if g.Ran && g.End > g.ValidUntil && !g.Signaled && !g.Paused {
 			out = append(out, Violation{Kind: Overrun, Key: key, A: g, Detail: fmt.Sprintf(

@@ -431,7 +431,8 @@ func (t *Transport) applyAltered(ctx context.Context, p plan, ops []transport.Op
 			continue
 		}
 		switch op.Kind {
-		case transport.Acquire, transport.AcquireFenced, transport.Extend:
+		case transport.Acquire, transport.AcquireFenced, transport.Extend,
+			transport.AcquireShared, transport.ExtendShared, transport.AcquireExclusive:
 			// An op Check rejects (a TTL that is not whole milliseconds)
 			// is passed on as it is, for the master to reject.
 			if transport.Check(&op) == nil {

@@ -311,7 +311,7 @@ func TestOptionalInterfaces(t *testing.T) {
 	if err != nil || info.RunID == "" {
 		t.Fatalf("ServerInfo: %+v %v", info, err)
 	}
-	full := transport.Fencing | transport.MultiKey
+	full := transport.Fencing | transport.MultiKey | transport.Shared
 	if got := w.Capabilities(); got != full {
 		t.Errorf("Capabilities of a wrapped memory transport = %v, want %v", got, full)
 	}

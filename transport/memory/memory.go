@@ -3,8 +3,9 @@
 // one in tests.
 //
 // A Master keeps Redis's semantics for the lock operations (SET NX PX,
-// compare-and-delete, compare-and-pexpire, their atomic multi-key forms, and
-// the fencing counters of AcquireFenced and RaiseFence), including real
+// compare-and-delete, compare-and-pexpire, their atomic multi-key forms, the
+// fencing counters of AcquireFenced and RaiseFence, and the readers and
+// writer-waiting markers of the read-write ops), including real
 // expiry on the monotonic clock. It starts no goroutines: expired keys are
 // treated as absent when touched and are swept a few at a time by the
 // operations themselves, the way Redis samples keys for active expiry, so
@@ -58,6 +59,10 @@ func monotime() int64 { return int64(time.Since(base)) }
 type entry struct {
 	value   string
 	expires int64 // monotime() at which the key is gone
+	// rd is set, and value empty, while the key holds readers and waiting
+	// writers' markers (see shared.go): the key then exists for the plain
+	// ops, which no lock value matches, and expires with its last member.
+	rd *readers
 }
 
 // fence is one key's fencing counter: the count and its owner, the value of
@@ -191,13 +196,14 @@ func (m *Master) Len() int {
 	return n
 }
 
-// Get returns the value key holds, if it holds one that has not expired.
+// Get returns the value key holds, if it holds one that has not expired (a
+// key that holds readers holds no value; see Readers).
 func (m *Master) Get(key string) (value string, ok bool) {
 	s := m.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.m[key]
-	if !ok || e.expires <= monotime() {
+	if !ok || e.expires <= monotime() || e.rd != nil {
 		return "", false
 	}
 	return e.value, true
@@ -240,6 +246,9 @@ func (m *Master) shard(key string) *shard { return &m.shards[m.shardIndex(key)] 
 func (m *Master) apply(op *transport.Op) (bool, int64) {
 	if len(op.Keys) > 1 {
 		return m.applyMulti(op), 0
+	}
+	if op.Kind.Shared() {
+		return m.applyShared(op), 0
 	}
 	// One key (len(op.Keys) == 1 means Keys[0] == Key, which transport.Check
 	// ensured): the single-key path, whose semantics are the same.
@@ -483,9 +492,10 @@ func (c *client) Epoch() uint64 { return c.m.life.Load().epoch }
 // Name returns the master's name.
 func (c *client) Name() string { return c.m.name }
 
-// Capabilities: a memory master has every optional op (fencing, multi-key).
+// Capabilities: a memory master has every optional op (fencing, multi-key,
+// the read-write ops).
 func (c *client) Capabilities() transport.Capabilities {
-	return transport.Fencing | transport.MultiKey
+	return transport.Fencing | transport.MultiKey | transport.Shared
 }
 
 func (c *client) usable(ctx context.Context) error {

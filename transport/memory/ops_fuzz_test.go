@@ -28,6 +28,8 @@ func FuzzOps(f *testing.F) {
 	f.Add([]byte{5, 0x30, 1, 5, 0x60, 1, 7, 0x30, 1, 6, 0x30, 0x81, 6, 0x30, 1})             // multi-key ops, a duplicate key
 	f.Add([]byte{0, 0, 0, 2, 0, 1, 0, 0, 1, 8, 0, 0, 0, 0, 1, 2, 0, 1, 8, 0x80, 0, 1, 0, 1}) // invalid ttl, batches, a restart
 	f.Add([]byte{9, 0, 1, 0, 1, 2, 4, 3, 0, 2, 2, 1, 7, 0xf0, 1, 8, 0x80, 0, 3, 1, 1})
+	// readers a, a writer waiting, a plain acquire, extends, releases
+	f.Add([]byte{0xc0, 0, 2, 0xc0, 4, 2, 0xc3, 8, 2, 0xc0, 0x0c, 2, 0, 0x0c, 2, 0xc2, 0, 2, 0xc1, 0, 0, 0xc1, 4, 0, 0xc3, 8, 2, 0xc0, 0, 2})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m := memory.NewNamed("fuzz")
 		c := m.Transport()
@@ -78,6 +80,12 @@ func FuzzOps(f *testing.F) {
 			if ok {
 				live++
 			}
+			if n := m.Readers(k); n != len(md.Readers[k]) {
+				t.Fatalf("key %s: master has %d readers, model %d", k, n, len(md.Readers[k]))
+			}
+			if len(md.Readers[k]) > 0 || len(md.Waiting[k]) > 0 {
+				live++
+			}
 			if n, o := m.Fence(k), m.FenceOwner(k); n != md.Fence[k].N || o != md.Fence[k].Owner {
 				t.Fatalf("fence of %s: master %d owned by %q, model %d owned by %q", k, n, o, md.Fence[k].N, md.Fence[k].Owner)
 			}
@@ -106,6 +114,15 @@ func decode(b0, b1, b2 byte) transport.Op {
 		ttl = 1500 * time.Microsecond // invalid: not whole milliseconds
 	}
 	op := transport.Op{Key: key, Value: value, TTL: ttl}
+	if b0 >= 0xc0 {
+		// The read-write ops (a range the older seeds do not use).
+		op.Kind = [...]transport.OpKind{transport.AcquireShared, transport.ReleaseShared,
+			transport.ExtendShared, transport.AcquireExclusive}[b0%4]
+		if op.Kind == transport.ReleaseShared {
+			op.TTL = 0
+		}
+		return op
+	}
 	switch b0 % 10 {
 	case 0:
 		op.Kind = transport.Acquire

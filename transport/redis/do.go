@@ -179,6 +179,9 @@ func opKeys(op *transport.Op) []string {
 
 func (t *Transport) result(op *transport.Op, r *reply) transport.Result {
 	if r.err != nil {
+		if wrongType(op, r.err) {
+			return transport.Result{}
+		}
 		return transport.Result{Err: fmt.Errorf("redis %s: %s %q: %w", t.name, op.Kind, op.Key, r.err)}
 	}
 	res := transport.Result{OK: r.ok}
@@ -277,6 +280,10 @@ func (b *batch) UnmarshalRESP(br resp.BufferedReader, o *resp.Opts) error {
 func (b *batch) add(op *transport.Op, i int) {
 	if len(op.Keys) > 1 {
 		b.addMulti(op, i)
+		return
+	}
+	if op.Kind.Shared() {
+		b.addShared(op, i)
 		return
 	}
 	switch op.Kind {

@@ -113,6 +113,10 @@ const (
 	scriptAcquireMulti
 	scriptReleaseMulti
 	scriptExtendMulti
+	scriptAcquireShared
+	scriptReleaseShared
+	scriptExtendShared
+	scriptAcquireExclusive
 	numScripts
 )
 
@@ -124,6 +128,11 @@ var scripts = [numScripts]struct{ src, sha string }{
 	scriptAcquireMulti:  {AcquireMultiScript, sha1Hex(AcquireMultiScript)},
 	scriptReleaseMulti:  {ReleaseMultiScript, sha1Hex(ReleaseMultiScript)},
 	scriptExtendMulti:   {ExtendMultiScript, sha1Hex(ExtendMultiScript)},
+
+	scriptAcquireShared:    {AcquireSharedScript, sha1Hex(AcquireSharedScript)},
+	scriptReleaseShared:    {ReleaseSharedScript, sha1Hex(ReleaseSharedScript)},
+	scriptExtendShared:     {ExtendSharedScript, sha1Hex(ExtendSharedScript)},
+	scriptAcquireExclusive: {AcquireExclusiveScript, sha1Hex(AcquireExclusiveScript)},
 }
 
 // scriptOf returns the script a valid op runs as, or false for a plain SET
@@ -147,6 +156,8 @@ func scriptOf(op *transport.Op) (scriptID, bool) {
 		return scriptAcquireFenced, true
 	case transport.RaiseFence:
 		return scriptRaiseFence, true
+	case transport.AcquireShared, transport.ReleaseShared, transport.ExtendShared, transport.AcquireExclusive:
+		return sharedScript(op.Kind), true
 	}
 	return 0, false
 }
@@ -408,9 +419,10 @@ func (t *Transport) install(cs *connState) bool {
 func (t *Transport) Epoch() uint64 { return t.epoch.Load() }
 
 // Capabilities: the Redis transport implements every op, with scripts for
-// the fencing counters and the multi-key forms.
+// the fencing counters, the multi-key forms and the read-write ops
+// (shared.go).
 func (t *Transport) Capabilities() transport.Capabilities {
-	return transport.Fencing | transport.MultiKey
+	return transport.Fencing | transport.MultiKey | transport.Shared
 }
 
 // broken retires cs after a connection-level failure: later calls fail fast

@@ -83,6 +83,10 @@ func Run(t *testing.T, newClient func(t *testing.T) transport.Transport) {
 		{"fenced", needs(transport.Fencing, testFenced)},
 		{"fence overlap", needs(transport.Fencing, testFenceOverlap)},
 		{"multi", needs(transport.MultiKey, testMulti)},
+		{"shared", needs(transport.Shared, testShared)},
+		{"writer waits", needs(transport.Shared, testWriterWaits)},
+		{"shared expiry", needs(transport.Shared, testSharedExpiry)},
+		{"shared model", needs(transport.Shared, testSharedModel)},
 		{"unsupported", testUnsupported},
 		{"order", testOrder},
 		{"concurrent-do", testConcurrentDo},
@@ -112,7 +116,7 @@ func needs(c transport.Capabilities, test func(*testing.T, *suite)) func(*testin
 	}
 }
 
-var capName = map[transport.Capabilities]string{transport.Fencing: "Fencing", transport.MultiKey: "MultiKey"}
+var capName = map[transport.Capabilities]string{transport.Fencing: "Fencing", transport.MultiKey: "MultiKey", transport.Shared: "Shared"}
 
 // client returns a new client that is closed when t ends.
 func (s *suite) client(t *testing.T) transport.Transport {
@@ -740,7 +744,7 @@ func testErrors(t *testing.T, s *suite) {
 // never sends such ops; this makes a transport that silently half-applies
 // them visible.)
 func testUnsupported(t *testing.T, s *suite) {
-	lacking := (transport.Fencing | transport.MultiKey) &^ s.caps
+	lacking := transport.Known &^ s.caps
 	if lacking == 0 {
 		t.Skipf("the transport declares every capability (%v): no op is unsupported", s.caps)
 	}
@@ -768,6 +772,13 @@ func testUnsupported(t *testing.T, s *suite) {
 			step{acq(e1, "w", hold), true}, step{rel(e1, "w"), true}, // not created
 			step{acq(r1, "w", hold), false}, step{acq(r2, "w", hold), false}, // not released
 			step{rel(r1, "v"), true}, step{rel(r2, "v"), true})
+	}
+	if lacking.Has(transport.Shared) {
+		r, w := ks("reader"), ks("writer")
+		ops = append(ops, racq(r, "v", hold), wacq(w, "v", hold), rext(ks("ext"), "v", hold), rrel(ks("rel"), "v"))
+		after = append(after,
+			step{acq(r, "w", hold), true}, step{rel(r, "w"), true}, // no reader was admitted
+			step{acq(w, "w", hold), true}, step{rel(w, "w"), true}) // no writer either
 	}
 	// Supported ops around the unsupported ones are applied as usual.
 	valid := ks("valid")
@@ -823,7 +834,7 @@ func testOptional(t *testing.T, s *suite) {
 		if a, b := transport.CapabilitiesOf(c), transport.CapabilitiesOf(other); a != s.caps || b != s.caps {
 			t.Errorf("clients of one master declare capabilities %v, %v and %v, want the same", s.caps, a, b)
 		}
-		if unknown := s.caps &^ (transport.Fencing | transport.MultiKey); unknown != 0 {
+		if unknown := s.caps &^ transport.Known; unknown != 0 {
 			t.Errorf("Capabilities() = %v declares bits this version does not define (%#x)", s.caps, uint32(unknown))
 		}
 	})

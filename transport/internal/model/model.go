@@ -15,8 +15,14 @@ import (
 // fencing counters start at 0. Ops applied to it in order give the answers
 // the contract requires of a master that received them in that order.
 type Model struct {
-	Held  map[string]string // key -> value held
+	Held  map[string]string // key -> value held (a writer or a mutex)
 	Fence map[string]Fence  // key -> fencing counter
+	// Readers and Waiting are the read-write side, at the lock key itself:
+	// key -> its live readers, and key -> the values of the writers
+	// waiting on it (AcquireExclusive's markers). A key has readers or
+	// markers, or a value in Held, never both.
+	Readers map[string]map[string]bool
+	Waiting map[string]map[string]bool
 }
 
 // Fence is one key's fencing counter and its owner, the value of the lock
@@ -27,7 +33,71 @@ type Fence struct {
 }
 
 // New returns an empty master, as after a restart without persistence.
-func New() Model { return Model{Held: map[string]string{}, Fence: map[string]Fence{}} }
+func New() Model {
+	return Model{Held: map[string]string{}, Fence: map[string]Fence{},
+		Readers: map[string]map[string]bool{}, Waiting: map[string]map[string]bool{}}
+}
+
+// exists says whether key exists on the master for the plain ops: held by
+// a value, or holding readers or a writer's marker.
+func (m Model) exists(key string) bool {
+	_, held := m.Held[key]
+	return held || len(m.Readers[key]) > 0 || len(m.Waiting[key]) > 0
+}
+
+func add(set map[string]map[string]bool, key, value string) {
+	if set[key] == nil {
+		set[key] = map[string]bool{}
+	}
+	set[key][value] = true
+}
+
+// drop removes value from key's set and reports whether it was there.
+func drop(set map[string]map[string]bool, key, value string) bool {
+	if !set[key][value] {
+		return false
+	}
+	delete(set[key], value)
+	if len(set[key]) == 0 {
+		delete(set, key)
+	}
+	return true
+}
+
+// applyShared applies a valid read-write op.
+func (m Model) applyShared(op transport.Op) bool {
+	k, v := op.Key, op.Value
+	w, held := m.Held[k]
+	switch op.Kind {
+	case transport.AcquireShared:
+		if held || len(m.Waiting[k]) > 0 {
+			return false
+		}
+		add(m.Readers, k, v)
+		return true
+	case transport.AcquireExclusive:
+		if held {
+			return false
+		}
+		if len(m.Readers[k]) > 0 {
+			add(m.Waiting, k, v)
+			return false
+		}
+		delete(m.Waiting, k)
+		m.Held[k] = v
+		return true
+	case transport.ReleaseShared:
+		if held && w == v {
+			delete(m.Held, k)
+			return true
+		}
+		drop(m.Waiting, k, v)
+		return drop(m.Readers, k, v)
+	case transport.ExtendShared:
+		return held && w == v || m.Readers[k][v]
+	}
+	return false
+}
 
 // Check applies op to m and says how r differs from the answer the contract
 // requires, if it does. An invalid op (transport.Check) must be answered
@@ -52,10 +122,13 @@ func (m Model) Apply(op transport.Op) (bool, int64) {
 	if len(op.Keys) > 1 {
 		return m.applyMulti(op), 0
 	}
+	if op.Kind.Shared() {
+		return m.applyShared(op), 0
+	}
 	v, held := m.Held[op.Key]
 	switch op.Kind {
 	case transport.Acquire:
-		if held {
+		if m.exists(op.Key) {
 			return false, 0
 		}
 		m.Held[op.Key] = op.Value
@@ -69,7 +142,7 @@ func (m Model) Apply(op transport.Op) (bool, int64) {
 	case transport.Extend:
 		return held && v == op.Value, 0
 	case transport.AcquireFenced:
-		if held {
+		if m.exists(op.Key) {
 			return false, 0
 		}
 		m.Held[op.Key] = op.Value
@@ -91,7 +164,7 @@ func (m Model) applyMulti(op transport.Op) bool {
 	switch op.Kind {
 	case transport.Acquire:
 		for _, k := range op.Keys {
-			if _, held := m.Held[k]; held {
+			if m.exists(k) {
 				return false
 			}
 		}
