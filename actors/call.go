@@ -21,6 +21,8 @@ const (
 	Release
 	// Extend extends a lock on every master.
 	Extend
+	// AcquireAny takes any one slot of a semaphore (see anyof.go).
+	AcquireAny
 )
 
 type phase uint8
@@ -64,12 +66,21 @@ type Call struct {
 	// Queue makes an acquire wait in the key's local queue: goroutines of
 	// this engine that want the same key contend one at a time, in order.
 	Queue bool
+	// Sem is the semaphore's name: for AcquireAny (whose Key is the name)
+	// and for the Release of a slot, which then wakes the semaphore's
+	// local waiter. Calls with Sem run in the name's shard.
+	Sem string
+	// Permits is the semaphore's number of slots (AcquireAny).
+	Permits int
 
 	// Result, valid once Done is closed.
 	Err      error
 	Start    time.Time     // t1 of the attempt that decided
 	Validity time.Duration // for a held or extended lock: ttl - elapsed - drift
 	Token    int64         // the fencing token of a fenced acquire
+	Slot     int           // the slot an AcquireAny won
+	// SlotValue is the value of the slot's key (the lock's value).
+	SlotValue string
 
 	done chan struct{}
 
@@ -92,6 +103,8 @@ type Call struct {
 	lastErr  error
 	lastAns  []api.MasterAnswer
 	bo       *backoff.ExponentialBackOff
+	parent   *Call                // the AcquireAny this call tries one slot for
+	any      *anyOf               // an AcquireAny's state
 	timer    scheduler.CancelFunc // the armed retry timer, or a finished call's cleanup timer
 	// left tracks the keys that ended attempts may have left (see
 	// coordinator.leave); nil until an attempt fails, so that a call that

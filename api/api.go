@@ -69,6 +69,18 @@ type Locker interface {
 	LockAll(ctx context.Context, keys []string, opts ...LockOption) (Lock, error)
 	// TryLockAll is LockAll with exactly one attempt.
 	TryLockAll(ctx context.Context, keys []string, opts ...LockOption) (Lock, error)
+	// Semaphore takes one of permits permits of the semaphore name (1 to
+	// MaxPermits permits; see SemaphoreSlot for the name's limits), waiting
+	// like Lock: at most permits holders hold one at a time. The Lock it
+	// returns is the permit: an ordinary lock on one of the semaphore's
+	// slot keys (Key names the slot), with Until, Done, Extend,
+	// auto-extension and fencing tokens (per slot) as for Lock. Every
+	// caller must give one name the same permits. Not reentrant: a holder
+	// that asks again takes a second permit (or waits for one).
+	Semaphore(ctx context.Context, name string, permits int, opts ...LockOption) (Lock, error)
+	// TrySemaphore is Semaphore with exactly one attempt; it fails with
+	// ErrNotAcquired only when every slot was found taken.
+	TrySemaphore(ctx context.Context, name string, permits int, opts ...LockOption) (Lock, error)
 	// Close stops the engine: operations in progress fail with ErrClosed,
 	// and every actor, timer, goroutine and connection is stopped. Locks
 	// still held stay on the masters until they expire.
