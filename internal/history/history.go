@@ -39,6 +39,8 @@
 //   - overrun: a critical section that ended after its validity (End >
 //     ValidUntil) while the lost-lock signal had not fired by End, unless
 //     the holder's process was stopped on purpose during it (Paused).
+//   - semaphore: more holders of one semaphore's permits than it has
+//     permits, at one instant of their grant windows (see checkSemaphores).
 //   - stale-write and late-write: writes to a protected resource (see
 //     Write and checkWrites).
 package history
@@ -75,6 +77,11 @@ type Grant struct {
 	// signal, so overrun does not judge it; what it does after it resumes
 	// is judged by the write rules.
 	Paused bool `json:"paused,omitempty"`
+	// Semaphore names the semaphore whose permit this grant is (Key is
+	// then the permit's slot, or any key unique to the holder), and
+	// Permits its number of permits; see checkSemaphores.
+	Semaphore string `json:"semaphore,omitempty"`
+	Permits   int    `json:"permits,omitempty"`
 }
 
 // window is the span the engine vouched for this holder.
@@ -159,6 +166,7 @@ func Check(h History) []Violation {
 		gs := byKey[k]
 		out = append(out, checkKey(k, gs, resets)...)
 	}
+	out = append(out, checkSemaphores(h.Grants)...)
 	out = append(out, checkWrites(h.Writes, resets)...)
 	return out
 }
