@@ -59,7 +59,9 @@ type runOptions struct {
 	// QuarantineSet: --quarantine was given. Otherwise the engine's default
 	// applies: a quarantine of one TTL.
 	QuarantineSet bool
-	Command       []string
+	// Permits > 0 takes a permit of the semaphore Key instead of the lock.
+	Permits int
+	Command []string
 
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
@@ -93,7 +95,14 @@ group instead, so that it can read the terminal: Ctrl-C and the like then reach
 it from the terminal directly, run passes on only SIGTERM, and a lost lock
 signals the command itself but not its children.
 
-The command's environment has ` + envKey + ` (the key), ` + envValue + ` (the
+With --permits N, run takes one of N permits of the semaphore --key instead:
+at most N copies of the command run at once across every host (each copy must
+give the same N). The permit is a lock on one of the semaphore's N slot keys;
+it is extended, lost and released like the lock, and exit statuses are the
+same (75: every permit is held).
+
+The command's environment has ` + envKey + ` (the key; with --permits, the
+slot key of the permit), ` + envValue + ` (the
 lock's unique value) and ` + envToken + ` (the fencing token, a positive integer
 growing with every grant of the key, with --fencing; empty without it).
 
@@ -120,6 +129,9 @@ run also says on stderr why it gave up.`,
 
   # wait up to 10 minutes for the deploy lock; fencing token for the deploy tool
   redlock run --key deploy:prod --wait 10m --fencing -- sh -c 'deploy --fence "$` + envToken + `"'
+
+  # at most 4 report builders at once across the fleet; wait up to an hour
+  redlock run --key report-builders --permits 4 --wait 1h -- ./build-report.sh
 
   # a 30s TTL, and 20s for the command to stop if the lock is lost
   redlock run --key migrate --ttl 30s --grace 20s --nodes redis://:secret@r1:6379,r2:6379,r3:6379 -- ./migrate up`,
@@ -151,6 +163,7 @@ run also says on stderr why it gave up.`,
 	f.DurationVar(&o.Wait, "wait", o.Wait, "how long to wait for the lock; 0 makes one attempt")
 	f.BoolVar(&o.Fencing, "fencing", false, "give the command a fencing token in $"+envToken)
 	f.DurationVar(&o.Grace, "grace", o.Grace, "after a lost lock, time between SIGTERM and SIGKILL to the command")
+	f.IntVar(&o.Permits, "permits", 0, "take one of N permits of the semaphore --key instead of the lock: at most N copies of the command run at once fleet-wide (every copy must give the same N)")
 	f.DurationVar(&o.Quarantine, "quarantine", 0, "restart quarantine: masters up for less do not vote (default: the --ttl); 0 turns it off, which is unsafe for masters without persistence")
 	f.SortFlags = false
 	return cmd
@@ -171,6 +184,9 @@ func (o *runOptions) validate() error {
 	}
 	if err := check.Key(o.Key); err != nil {
 		return fmt.Errorf("--key: %s", strings.TrimPrefix(err.Error(), api.ErrInvalidArgument.Error()+": "))
+	}
+	if err := o.validatePermits(); err != nil {
+		return err
 	}
 	if err := checkTTL(o.TTL); err != nil {
 		return err
@@ -304,11 +320,7 @@ func acquire(ctx context.Context, eng *engine.Engine, o runOptions, sigs <-chan 
 	done := make(chan result, 1)
 	go func() {
 		var r result
-		if o.Wait == 0 {
-			r.lock, r.err = eng.TryLock(actx, o.Key)
-		} else {
-			r.lock, r.err = eng.Lock(actx, o.Key)
-		}
+		r.lock, r.err = o.take(actx, eng)
 		done <- r
 	}()
 	var sig os.Signal

@@ -52,6 +52,7 @@ func newTortureCmd() *cobra.Command {
 		noFencing    bool
 		asJSON       bool
 		engineLog    string
+		workloads    string
 	)
 	cmd := &cobra.Command{
 		Use:   "torture",
@@ -131,6 +132,7 @@ redis-server), 130 when interrupted.`,
 		Args: flagsOnly("torture"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Faults = splitFaults(faults)
+			cfg.Workloads = splitFaults(workloads)
 			cfg.Quarantine = !noQuarantine
 			d, err := parseRate(clockDrift)
 			if err != nil {
@@ -162,6 +164,7 @@ redis-server), 130 when interrupted.`,
 	f.IntVar(&cfg.Engines, "engines", cfg.Engines, "independent engines, each with its own connections")
 	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "clients per engine")
 	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "lock keys the clients share")
+	f.StringVar(&workloads, "workloads", strings.Join(cfg.Workloads, ","), "what the clients do, dealt to them in turn: a comma-separated list of mutex, semaphore")
 	f.StringVar(&faults, "faults", strings.Join(torture.Kinds, ","), `faults to inject: a comma-separated subset of `+strings.Join(torture.Kinds, ",")+`, or "none"`)
 	f.StringVar(&cfg.Schedule, "schedule", cfg.Schedule, "fault schedule: mixed, or split-brain (majority kills timed to live locks)")
 	f.BoolVar(&noQuarantine, "no-quarantine", false, "build the engines without the restart quarantine (to show the failure it prevents)")
@@ -275,6 +278,7 @@ func printTorture(w io.Writer, r *torture.Report) {
 	}
 	rows := [][2]string{
 		{"grants", fmt.Sprintf("%s (%s/s), %s critical sections", num(r.Grants), num(int64(r.GrantsPerSec)), num(r.Sections))},
+		{"workloads", strings.Join(r.Workloads, ", ")},
 		{"held", kv(r.Held)},
 		{"faults", strings.Join(faults, ", ")},
 		{"fault detail", kv(r.FaultDetail)},

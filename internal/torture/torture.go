@@ -141,6 +141,9 @@ type Config struct {
 	// its first arguments, to which the worker's flags are appended
 	// (`redlock torture-worker`; see WorkerMain). Needed for client-pause.
 	WorkerCommand []string
+	// Workloads are what the clients do, dealt to them in turn (see
+	// AllWorkloads); empty means mutex only.
+	Workloads []string
 }
 
 // DefaultConfig is the configuration of a plain `redlock torture`.
@@ -162,6 +165,7 @@ func DefaultConfig() Config {
 		ClockDrift:    0.005,
 		ProgressEvery: 10 * time.Second,
 		MaxListed:     20,
+		Workloads:     []string{WorkloadMutex},
 	}
 }
 
@@ -205,6 +209,9 @@ func (c *Config) Validate() error {
 		}
 		seen[f] = true
 	}
+	if err := c.validateWorkloads(); err != nil {
+		return err
+	}
 	if err := c.validatePause(); err != nil {
 		return err
 	}
@@ -225,20 +232,21 @@ func (c *Config) has(kind string) bool { return slices.Contains(c.Faults, kind) 
 
 // Report is the outcome of a run, as `--json` prints it.
 type Report struct {
-	Seed          uint64  `json:"seed"`
-	DurationS     float64 `json:"duration_s"`
-	Schedule      string  `json:"schedule"`
-	Quarantine    bool    `json:"quarantine"`
-	QuarantineMS  float64 `json:"quarantine_ms,omitempty"`
-	Masters       int     `json:"masters"`
-	Quorum        int     `json:"quorum"`
-	Engines       int     `json:"engines"`
-	Clients       int     `json:"clients"`
-	Keys          int     `json:"keys"`
-	Unfenced      float64 `json:"unfenced"`
-	ClockDrift    float64 `json:"clock_drift,omitempty"`
-	TTLMS         float64 `json:"ttl_ms"`
-	MasterTimeout float64 `json:"master_timeout_ms"`
+	Seed          uint64   `json:"seed"`
+	DurationS     float64  `json:"duration_s"`
+	Schedule      string   `json:"schedule"`
+	Quarantine    bool     `json:"quarantine"`
+	QuarantineMS  float64  `json:"quarantine_ms,omitempty"`
+	Masters       int      `json:"masters"`
+	Quorum        int      `json:"quorum"`
+	Engines       int      `json:"engines"`
+	Clients       int      `json:"clients"`
+	Keys          int      `json:"keys"`
+	Workloads     []string `json:"workloads,omitempty"`
+	Unfenced      float64  `json:"unfenced"`
+	ClockDrift    float64  `json:"clock_drift,omitempty"`
+	TTLMS         float64  `json:"ttl_ms"`
+	MasterTimeout float64  `json:"master_timeout_ms"`
 
 	Grants       int64   `json:"grants"`
 	GrantsPerSec float64 `json:"grants_per_sec"`
@@ -513,7 +521,7 @@ func (r *run) execute(ctx context.Context) (*Report, error) {
 	var workers sync.WaitGroup
 	for e, eng := range r.engines {
 		for c := range r.cfg.Clients {
-			workers.Go(func() { r.client(runCtx, eng, e, c) })
+			workers.Go(func() { r.runClient(runCtx, eng, e, c) })
 		}
 	}
 	var sched sync.WaitGroup
@@ -592,6 +600,7 @@ func (r *run) report(h history.History, vs []history.Violation, elapsed time.Dur
 		Engines:       r.cfg.Engines,
 		Clients:       r.cfg.Clients,
 		Keys:          r.cfg.Keys,
+		Workloads:     slices.Clone(r.cfg.Workloads),
 		Unfenced:      r.cfg.Unfenced,
 		TTLMS:         float64(r.cfg.TTL) / 1e6,
 		MasterTimeout: float64(r.cfg.MasterTimeout) / 1e6,
