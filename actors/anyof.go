@@ -29,19 +29,27 @@ import (
 // keeps one value per call because one Call tries one key, and orders its
 // releases ahead of its own next SET; children are separate calls).
 //
-// Windows: the first holds firstWindow slots from a random start, each
-// next one twice as many as the last, until every slot has been tried. A
-// window is only tried once every slot before it was refused, so an
-// attempt tries all slots (and ErrNotAcquired means that every slot was
-// taken) while holding few extra grants: trying all P at once would make
-// every contender race on every slot, a master hands each free slot to the
-// first batch that reaches it, and a contender that reaches a majority
-// first takes every free slot at once (releasing all but one a round trip
-// later) while the others get none; with three contenders that reach three
-// masters in different orders, every slot splits and nobody wins. Random
-// starts put concurrent contenders on different slots, so they rarely
-// meet, and a split vote on one slot of a window leaves the others.
-const firstWindow = 2
+// Windows: the first is one slot at random, each next one twice as many
+// slots as the last, following on from it, until every slot has been tried.
+// A window is only tried once every slot before it was refused, so an
+// attempt tries all slots (ErrNotAcquired means that every slot was taken)
+// while it rarely holds more than one grant: the extra grants of a window
+// (released at once) can only come after slots were found taken, so a
+// semaphore that is mostly free costs what a mutex does, one SET per
+// master, and one that is full costs log2(P)+1 round trips to refuse.
+//
+// Why not all P slots at once: every contender would then race on every
+// slot, and a master hands every free slot to the first batch that reaches
+// it, so a contender that reaches a majority first takes every free slot
+// (holding them for a round trip, until it releases all but one) while the
+// others get none; and when three contenders reach three masters in
+// different orders, every slot splits and nobody wins, with P permits
+// free. Random starts put concurrent contenders on different slots, so
+// they rarely meet at all; two that meet on a slot (one wins it, or the
+// vote splits) move on at once to the next, larger window rather than
+// back off; only an attempt that finds every slot refused backs off, as a
+// mutex's does, randomized, which is what breaks a repeated split.
+const firstWindow = 1
 
 // anyOf is the state of an AcquireAny call.
 type anyOf struct {

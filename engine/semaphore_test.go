@@ -112,32 +112,54 @@ func TestSemaphoreTakenAndFreed(t *testing.T) {
 	})
 }
 
-// TestSemaphoreExtraGrantsReleased: on a free semaphore an attempt's
-// window is granted whole; all but the permit is released at once.
+// TestSemaphoreExtraGrantsReleased: with one slot of three held, an
+// attempt that starts on the held slot tries the other two at once, is
+// granted both, and releases the one it does not keep. Fencing counts the
+// grants: every slot's counter moves once per grant of it.
 func TestSemaphoreExtraGrantsReleased(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		masters, e := memMasters(t, 3)
 		defer e.Close()
-		l, err := e.Semaphore(context.Background(), "wide", 50)
+		ctx := context.Background()
+		held, err := e.TrySemaphore(ctx, "wide", 3, api.WithFencing(true))
 		if err != nil {
 			t.Fatal(err)
 		}
-		synctest.Wait()
-		for i, m := range masters {
-			if n := m.Len(); n != 1 {
-				t.Fatalf("master %d holds %d keys; want only the permit's", i, n)
+		const rounds = 40 // an attempt starts on the held slot with probability 1/3
+		for range rounds {
+			l, err := e.TrySemaphore(ctx, "wide", 3, api.WithFencing(true))
+			if err != nil {
+				t.Fatal(err)
 			}
-			if v, ok := m.Get(l.Key()); !ok || v != l.Value() {
-				t.Fatalf("master %d: permit key %q = %q, %v; want %q", i, l.Key(), v, ok, l.Value())
+			synctest.Wait() // the extra grant's release has been answered
+			for i, m := range masters {
+				if n := m.Len(); n != 2 {
+					t.Fatalf("master %d holds %d keys; want only the two permits'", i, n)
+				}
+				if v, ok := m.Get(l.Key()); !ok || v != l.Value() {
+					t.Fatalf("master %d: permit key %q = %q, %v; want %q", i, l.Key(), v, ok, l.Value())
+				}
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
 			}
 		}
-		if err := l.Unlock(context.Background()); err != nil {
+		var grants int64
+		for i := range 3 {
+			if k := api.SemaphoreSlot("wide", i); k != held.Key() {
+				grants += masters[0].Fence(k)
+			}
+		}
+		if grants <= rounds {
+			t.Fatalf("%d grants of the free slots in %d rounds: no attempt was granted an extra slot, so none was released", grants, rounds)
+		}
+		if err := held.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
 		for i, m := range masters {
 			if n := m.Len(); n != 0 {
-				t.Fatalf("master %d holds %d keys after Unlock", i, n)
+				t.Fatalf("master %d holds %d keys after every Unlock", i, n)
 			}
 		}
 	})
