@@ -369,3 +369,123 @@ func TestRedisSemaphore(t *testing.T) {
 		t.Fatalf("TrySemaphore with 2 of 5 up: %v, want ErrQuorumUnreachable", err)
 	}
 }
+
+// TestSemaphoreCancelledWinnerReleased: an attempt whose window has a
+// winner and a child still deciding (its master has not answered) is
+// cancelled: the winner, never handed to the caller, must be released.
+func TestSemaphoreCancelledWinnerReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		masters := []*memory.Master{memory.New(), memory.New(), memory.New()}
+		g := &gate{Transport: masters[2].Transport()}
+		e, err := engine.NewWithTransports([]transport.Transport{masters[0].Transport(), masters[1].Transport(), g}, api.WithoutRestartQuarantine())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		defer g.release() // before Close, which waits for batches in flight
+		ctx := context.Background()
+		held, err := e.TrySemaphore(ctx, "c", 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var free []string
+		for i := range 3 {
+			if k := api.SemaphoreSlot("c", i); k != held.Key() {
+				free = append(free, k)
+			}
+		}
+		// b is refused by master 0 (a stranger's key there) and, with
+		// master 2 held at the gate, stays undecided; c is free on the
+		// other two, so its child wins at once.
+		b, c := free[0], free[1]
+		res := make([]transport.Result, 1)
+		if err := masters[0].Transport().Do(ctx, []transport.Op{{Kind: transport.Acquire, Key: b, Value: "stranger", TTL: time.Hour}}, res); err != nil || !res[0].OK {
+			t.Fatalf("setting the stranger's key: %v %+v", err, res[0])
+		}
+		g.key = b
+		type result struct {
+			l   api.Lock
+			err error
+		}
+		// The attempt must start on the held slot, so that b and c are its
+		// second window; the start is random: try until it does.
+		for range 100 {
+			g.arm()
+			cctx, cancel := context.WithCancel(ctx)
+			got := make(chan result, 1)
+			go func() {
+				l, err := e.TrySemaphore(cctx, "c", 3)
+				got <- result{l, err}
+			}()
+			synctest.Wait()
+			_, won := masters[0].Get(c)
+			select {
+			case r := <-got: // started on c: won alone
+				cancel()
+				g.release()
+				if r.err == nil {
+					_ = r.l.Unlock(ctx)
+				}
+				synctest.Wait()
+				continue
+			default:
+			}
+			cancel()
+			r := <-got
+			if !errors.Is(r.err, context.Canceled) {
+				t.Fatalf("cancelled TrySemaphore: %v", r.err)
+			}
+			synctest.Wait()
+			if !won {
+				g.release() // started on b: c was never tried
+				synctest.Wait()
+				continue
+			}
+			for i, m := range masters[:2] {
+				if v, ok := m.Get(c); ok {
+					t.Fatalf("master %d still holds the cancelled attempt's winning slot %s = %q", i, c, v)
+				}
+			}
+			return
+		}
+		t.Fatal("no attempt in 100 started on the held slot")
+	})
+}
+
+// gate holds every batch that acquires key until release, whatever the
+// batch's context says: a master that has not answered yet, with no timer
+// involved (synctest.Wait would let a timeout pass).
+type gate struct {
+	transport.Transport
+	key  string
+	mu   sync.Mutex
+	open chan struct{} // nil: batches pass
+}
+
+func (g *gate) arm() {
+	g.mu.Lock()
+	g.open = make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *gate) release() {
+	g.mu.Lock()
+	if g.open != nil {
+		close(g.open)
+		g.open = nil
+	}
+	g.mu.Unlock()
+}
+
+func (g *gate) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
+	g.mu.Lock()
+	ch := g.open
+	g.mu.Unlock()
+	for _, op := range ops {
+		if ch != nil && op.Kind == transport.Acquire && op.Key == g.key {
+			<-ch
+			break
+		}
+	}
+	return g.Transport.Do(ctx, ops, res)
+}
