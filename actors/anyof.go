@@ -261,6 +261,12 @@ func (c *coordinator) abandonAny(ctx actor.Context, call *Call, cause error) {
 					c.abandon(ctx, k, cause)
 				}
 			}
+			if a.winner != nil {
+				// Won, but not yet handed over (other children were
+				// still deciding): nobody will unlock it.
+				c.discard(ctx, a.winner)
+				a.winner = nil
+			}
 		}
 		last = call.lastErr
 	}
