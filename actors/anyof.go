@@ -63,7 +63,17 @@ type anyOf struct {
 	masters     []api.MasterAnswer // what the masters said to the last failed child
 	kids        []*Call            // the current window's children
 	winner      *Call              // the window's first child that won
+	slot        *Call              // the child whose grant the call returned
 	ending      bool               // the call is being abandoned
+}
+
+// Won is the slot key and value an AcquireAny call won (read once Done is
+// closed and Err is nil): the permit's key and value.
+func (c *Call) Won() (key, value string) {
+	if c.any == nil || c.any.slot == nil {
+		return "", ""
+	}
+	return c.any.slot.Key, c.any.slot.Value
 }
 
 // attemptAny starts an attempt of an AcquireAny call: its first window.
@@ -94,7 +104,6 @@ func (c *coordinator) tryWindow(ctx actor.Context, call *Call) {
 		k.Retry = call.Retry
 		k.Retry.MaxAttempts = 1
 		k.Fenced = call.Fenced
-		k.Slot = slot
 		k.parent = call
 		k.hash = keyHash(k.Key)
 		a.kids = append(a.kids, k)
@@ -179,7 +188,8 @@ func (c *coordinator) settle(ctx actor.Context, p *Call) {
 		}
 	}
 	w := a.winner
-	p.Start, p.Validity, p.Token, p.Slot, p.SlotValue = w.Start, w.Validity, w.Token, w.Slot, w.Value
+	p.Start, p.Validity, p.Token = w.Start, w.Validity, w.Token
+	a.slot = w
 	c.finish(ctx, p, nil)
 }
 

@@ -78,9 +78,6 @@ type Call struct {
 	Start    time.Time     // t1 of the attempt that decided
 	Validity time.Duration // for a held or extended lock: ttl - elapsed - drift
 	Token    int64         // the fencing token of a fenced acquire
-	Slot     int           // the slot an AcquireAny won
-	// SlotValue is the value of the slot's key (the lock's value).
-	SlotValue string
 
 	done chan struct{}
 

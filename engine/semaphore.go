@@ -76,8 +76,7 @@ func (e *Engine) semaphore(ctx context.Context, op, name string, permits int, op
 	if err := e.run(ctx, call); err != nil {
 		return nil, err
 	}
-	l.key = api.SemaphoreSlot(name, call.Slot)
-	l.value = call.SlotValue
+	l.key, l.value = call.Won()
 	l.token = call.Token
 	l.granted(call.Start, call.Validity)
 	if l.auto > 0 {
