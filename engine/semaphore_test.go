@@ -370,85 +370,115 @@ func TestRedisSemaphore(t *testing.T) {
 	}
 }
 
+// undecidedWindow sets up an attempt whose window holds a child that won
+// and a child still deciding (its master held at a gate), and calls hit
+// with the attempt's cancel and result channel, the masters and the
+// winning slot; the TrySemaphore runs with opts. Semaphore "c" has three
+// slots: one held, b refused by master 0 (a stranger's key there) and
+// undecided while master 2 is held, and c free on the fast masters, so
+// its child wins at once. The attempt must start on the held slot, so that
+// b and c are its second window; the start is random, so it tries until
+// one does.
+func undecidedWindow(t *testing.T, opts []api.LockOption, hit func(cancel func(), got <-chan semResult, g *gate, masters []*memory.Master, c string)) {
+	masters := []*memory.Master{memory.New(), memory.New(), memory.New()}
+	g := &gate{Transport: masters[2].Transport()}
+	e, err := engine.NewWithTransports([]transport.Transport{masters[0].Transport(), masters[1].Transport(), g}, api.WithoutRestartQuarantine())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	defer g.release() // before Close, which waits for batches in flight
+	ctx := context.Background()
+	held, err := e.TrySemaphore(ctx, "c", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var free []string
+	for i := range 3 {
+		if k := api.SemaphoreSlot("c", i); k != held.Key() {
+			free = append(free, k)
+		}
+	}
+	b, c := free[0], free[1]
+	res := make([]transport.Result, 1)
+	if err := masters[0].Transport().Do(ctx, []transport.Op{{Kind: transport.Acquire, Key: b, Value: "stranger", TTL: time.Hour}}, res); err != nil || !res[0].OK {
+		t.Fatalf("setting the stranger's key: %v %+v", err, res[0])
+	}
+	g.key = b
+	for range 100 {
+		g.arm()
+		cctx, cancel := context.WithCancel(ctx)
+		got := make(chan semResult, 1)
+		go func() {
+			l, err := e.TrySemaphore(cctx, "c", 3, opts...)
+			got <- semResult{l, err}
+		}()
+		synctest.Wait()
+		if _, won := masters[0].Get(c); won && len(got) == 0 {
+			hit(cancel, got, g, masters, c)
+			cancel()
+			return
+		}
+		// Started on c (won alone) or on b (c never tried).
+		cancel()
+		g.release()
+		if r := <-got; r.err == nil {
+			_ = r.l.Unlock(ctx)
+		}
+		synctest.Wait()
+	}
+	t.Fatal("no attempt in 100 started on the held slot")
+}
+
+type semResult struct {
+	l   api.Lock
+	err error
+}
+
 // TestSemaphoreCancelledWinnerReleased: an attempt whose window has a
-// winner and a child still deciding (its master has not answered) is
-// cancelled: the winner, never handed to the caller, must be released.
+// winner and a child still deciding is cancelled: the winner, never handed
+// to the caller, must be released.
 func TestSemaphoreCancelledWinnerReleased(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		masters := []*memory.Master{memory.New(), memory.New(), memory.New()}
-		g := &gate{Transport: masters[2].Transport()}
-		e, err := engine.NewWithTransports([]transport.Transport{masters[0].Transport(), masters[1].Transport(), g}, api.WithoutRestartQuarantine())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close()
-		defer g.release() // before Close, which waits for batches in flight
-		ctx := context.Background()
-		held, err := e.TrySemaphore(ctx, "c", 3)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var free []string
-		for i := range 3 {
-			if k := api.SemaphoreSlot("c", i); k != held.Key() {
-				free = append(free, k)
-			}
-		}
-		// b is refused by master 0 (a stranger's key there) and, with
-		// master 2 held at the gate, stays undecided; c is free on the
-		// other two, so its child wins at once.
-		b, c := free[0], free[1]
-		res := make([]transport.Result, 1)
-		if err := masters[0].Transport().Do(ctx, []transport.Op{{Kind: transport.Acquire, Key: b, Value: "stranger", TTL: time.Hour}}, res); err != nil || !res[0].OK {
-			t.Fatalf("setting the stranger's key: %v %+v", err, res[0])
-		}
-		g.key = b
-		type result struct {
-			l   api.Lock
-			err error
-		}
-		// The attempt must start on the held slot, so that b and c are its
-		// second window; the start is random: try until it does.
-		for range 100 {
-			g.arm()
-			cctx, cancel := context.WithCancel(ctx)
-			got := make(chan result, 1)
-			go func() {
-				l, err := e.TrySemaphore(cctx, "c", 3)
-				got <- result{l, err}
-			}()
-			synctest.Wait()
-			_, won := masters[0].Get(c)
-			select {
-			case r := <-got: // started on c: won alone
-				cancel()
-				g.release()
-				if r.err == nil {
-					_ = r.l.Unlock(ctx)
-				}
-				synctest.Wait()
-				continue
-			default:
-			}
+		undecidedWindow(t, nil, func(cancel func(), got <-chan semResult, g *gate, masters []*memory.Master, c string) {
 			cancel()
-			r := <-got
-			if !errors.Is(r.err, context.Canceled) {
+			if r := <-got; !errors.Is(r.err, context.Canceled) {
 				t.Fatalf("cancelled TrySemaphore: %v", r.err)
 			}
 			synctest.Wait()
-			if !won {
-				g.release() // started on b: c was never tried
-				synctest.Wait()
-				continue
-			}
 			for i, m := range masters[:2] {
 				if v, ok := m.Get(c); ok {
 					t.Fatalf("master %d still holds the cancelled attempt's winning slot %s = %q", i, c, v)
 				}
 			}
-			return
-		}
-		t.Fatal("no attempt in 100 started on the held slot")
+		})
+	})
+}
+
+// TestSemaphoreLateWinnerRefused: the winner's validity runs out while
+// another child of its window is still deciding: the attempt must not hand
+// out a permit that is already over (as a lock granted too late is
+// refused), and must release it.
+func TestSemaphoreLateWinnerRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ttl := 100 * time.Millisecond
+		undecidedWindow(t, []api.LockOption{api.WithTTL(ttl)}, func(cancel func(), got <-chan semResult, g *gate, masters []*memory.Master, c string) {
+			time.Sleep(ttl) // fake time: the winner's validity runs out
+			g.release()
+			r := <-got
+			if r.err == nil {
+				t.Fatalf("TrySemaphore returned a permit on %s whose validity ended %v ago", r.l.Key(), time.Since(r.l.Until()))
+			}
+			if !errors.Is(r.err, api.ErrQuorumUnreachable) || !strings.Contains(r.err.Error(), "too late") {
+				t.Fatalf("TrySemaphore: %v; want ErrQuorumUnreachable, granted too late", r.err)
+			}
+			synctest.Wait()
+			for i, m := range masters {
+				if v, ok := m.Get(c); ok {
+					t.Fatalf("master %d still holds the late winner's slot %s = %q", i, c, v)
+				}
+			}
+		})
 	})
 }
 
