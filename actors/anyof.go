@@ -65,6 +65,7 @@ type anyOf struct {
 	winner      *Call              // the window's first child that won
 	slot        *Call              // the child whose grant the call returned
 	ending      bool               // the call is being abandoned
+	late        bool               // a winner's validity ran out before the window decided
 }
 
 // Won is the slot key and value an AcquireAny call won (read once Done is
@@ -87,7 +88,7 @@ func (c *coordinator) attemptAny(ctx actor.Context, call *Call) {
 	}
 	a := call.any
 	a.start, a.tried, a.window = rand.IntN(call.Permits), 0, 0
-	a.taken, a.unreachable, a.other, a.masters, a.winner = 0, 0, nil, nil, nil
+	a.taken, a.unreachable, a.other, a.masters, a.winner, a.late = 0, 0, nil, nil, nil, false
 	c.tryWindow(ctx, call)
 }
 
@@ -132,6 +133,7 @@ func (c *coordinator) childDone(ctx actor.Context, k *Call) {
 			c.discard(ctx, k)
 			return
 		}
+		a.outstanding--
 		if a.winner != nil {
 			c.discard(ctx, k)
 		} else {
@@ -143,11 +145,11 @@ func (c *coordinator) childDone(ctx actor.Context, k *Call) {
 	if p.phase != phaseAcquiring || a.ending || c.closing {
 		return // the parent is ending (or will be, as the engine closes)
 	}
+	a.outstanding--
 	if a.winner != nil {
 		c.settle(ctx, p)
 		return
 	}
-	a.outstanding--
 	var ae *api.Error
 	if errors.As(k.Err, &ae) {
 		a.masters = ae.Masters
@@ -163,7 +165,7 @@ func (c *coordinator) childDone(ctx actor.Context, k *Call) {
 	if a.outstanding > 0 {
 		return
 	}
-	if a.tried < p.Permits && a.unreachable == 0 && a.other == nil {
+	if a.tried < p.Permits && a.unreachable == 0 && a.other == nil && !a.late {
 		c.tryWindow(ctx, p)
 		return
 	}
@@ -188,6 +190,17 @@ func (c *coordinator) settle(ctx actor.Context, p *Call) {
 		}
 	}
 	w := a.winner
+	if !time.Now().Before(w.Start.Add(w.Validity)) {
+		// Its validity ran out while the others decided: a permit that
+		// is already over is no permit, as for a lock granted too late.
+		c.discard(ctx, w)
+		a.winner = nil
+		a.late = true
+		if a.outstanding == 0 {
+			c.failAny(ctx, p)
+		}
+		return
+	}
 	p.Start, p.Validity, p.Token = w.Start, w.Validity, w.Token
 	a.slot = w
 	c.finish(ctx, p, nil)
@@ -218,6 +231,8 @@ func (c *coordinator) failAny(ctx actor.Context, call *Call) {
 	switch {
 	case a.other != nil:
 		sentinel, detail = api.ErrQuorumUnreachable, "a slot could not be decided: "+a.other.Error()
+	case a.late:
+		sentinel, detail = api.ErrQuorumUnreachable, "a slot was granted, but too late: the validity was used up while other slots were decided"
 	case a.unreachable > 0:
 		sentinel = api.ErrQuorumUnreachable
 		detail = fmt.Sprintf("%d of the %d slots tried could not be decided: too few masters answered", a.unreachable, a.tried)
