@@ -7,7 +7,7 @@
 //
 // Option values configure an engine (engine.New, NewWithTransports,
 // NewMemory); LockOption values configure one lock (Lock, TryLock, LockAll,
-// TryLockAll) over the engine's settings. A per-lock option, such as
+// TryLockAll, Semaphore, TrySemaphore) over the engine's settings. A per-lock option, such as
 // WithTTL, is both: given to the engine it sets the default for its locks.
 // An engine-wide option, such as WithMasterTimeout, is only an Option, so
 // passing it to Lock does not compile. Options documents every setting and
