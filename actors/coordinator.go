@@ -23,20 +23,21 @@ type coordinator struct {
 	quorum        int
 	masterTimeout time.Duration
 
-	self   *actor.PID
-	sched  *scheduler.TimerScheduler
-	seq    uint64
-	active map[*Call]struct{}
-	queues map[string]*waitQueue // keys with a local contender
-	// semQueues are the local lines of semaphores, by name: apart from
-	// queues, so that a semaphore and a lock may share a name.
-	semQueues map[string]*waitQueue
-	closing   bool
+	self    *actor.PID
+	sched   *scheduler.TimerScheduler
+	seq     uint64
+	active  map[*Call]struct{}
+	queues  map[string]*waitQueue // keys with a local contender
+	closing bool
 
 	// pending holds acquire calls that ended without the lock while some
 	// master may still hold their value: they are released in the
 	// background (see leave).
 	pending map[*Call]struct{}
+
+	// semQueues are the local lines of semaphores, by name: apart from
+	// queues, so that a semaphore and a lock may share a name.
+	semQueues map[string]*waitQueue
 }
 
 // cleanupMaxWait caps the delay between background cleanups of one call

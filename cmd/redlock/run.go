@@ -59,9 +59,9 @@ type runOptions struct {
 	// QuarantineSet: --quarantine was given. Otherwise the engine's default
 	// applies: a quarantine of one TTL.
 	QuarantineSet bool
+	Command       []string
 	// Permits > 0 takes a permit of the semaphore Key instead of the lock.
 	Permits int
-	Command []string
 
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer

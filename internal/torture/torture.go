@@ -232,21 +232,23 @@ func (c *Config) has(kind string) bool { return slices.Contains(c.Faults, kind) 
 
 // Report is the outcome of a run, as `--json` prints it.
 type Report struct {
-	Seed          uint64   `json:"seed"`
-	DurationS     float64  `json:"duration_s"`
-	Schedule      string   `json:"schedule"`
-	Quarantine    bool     `json:"quarantine"`
-	QuarantineMS  float64  `json:"quarantine_ms,omitempty"`
-	Masters       int      `json:"masters"`
-	Quorum        int      `json:"quorum"`
-	Engines       int      `json:"engines"`
-	Clients       int      `json:"clients"`
-	Keys          int      `json:"keys"`
-	Workloads     []string `json:"workloads,omitempty"`
-	Unfenced      float64  `json:"unfenced"`
-	ClockDrift    float64  `json:"clock_drift,omitempty"`
-	TTLMS         float64  `json:"ttl_ms"`
-	MasterTimeout float64  `json:"master_timeout_ms"`
+	Seed          uint64  `json:"seed"`
+	DurationS     float64 `json:"duration_s"`
+	Schedule      string  `json:"schedule"`
+	Quarantine    bool    `json:"quarantine"`
+	QuarantineMS  float64 `json:"quarantine_ms,omitempty"`
+	Masters       int     `json:"masters"`
+	Quorum        int     `json:"quorum"`
+	Engines       int     `json:"engines"`
+	Clients       int     `json:"clients"`
+	Keys          int     `json:"keys"`
+	Unfenced      float64 `json:"unfenced"`
+	ClockDrift    float64 `json:"clock_drift,omitempty"`
+	TTLMS         float64 `json:"ttl_ms"`
+	MasterTimeout float64 `json:"master_timeout_ms"`
+
+	// Workloads are the clients' workloads (Config.Workloads).
+	Workloads []string `json:"workloads,omitempty"`
 
 	Grants       int64   `json:"grants"`
 	GrantsPerSec float64 `json:"grants_per_sec"`
