@@ -21,6 +21,8 @@ const (
 	Release
 	// Extend extends a lock on every master.
 	Extend
+	// AcquireAny takes any one slot of a semaphore (see anyof.go).
+	AcquireAny
 )
 
 type phase uint8
@@ -67,6 +69,12 @@ type Call struct {
 	// Mode is the kind of lock: a mutex (the zero value), a reader or a
 	// writer of a read-write lock (rw.go).
 	Mode Mode
+	// Sem is the semaphore's name: for AcquireAny (whose Key is the name)
+	// and for the Release of a slot, which then wakes the semaphore's
+	// local waiter. Calls with Sem run in the name's shard.
+	Sem string
+	// Permits is the semaphore's number of slots (AcquireAny).
+	Permits int
 
 	// Result, valid once Done is closed.
 	Err      error
@@ -98,6 +106,8 @@ type Call struct {
 	lastErr   error
 	lastAns   []api.MasterAnswer
 	bo        *backoff.ExponentialBackOff
+	parent    *Call                // the AcquireAny this call tries one slot for
+	any       *anyOf               // an AcquireAny's state
 	timer     scheduler.CancelFunc // the armed retry timer, or a finished call's cleanup timer
 	// left tracks the keys that ended attempts may have left (see
 	// coordinator.leave); nil until an attempt fails, so that a call that

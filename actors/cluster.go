@@ -146,6 +146,9 @@ func (c *Cluster) ShardOf(key string) int {
 }
 
 func (c *Cluster) shard(call *Call) int {
+	if call.Sem != "" && call.Sem != call.Key {
+		return int(keyHash(call.Sem) % uint64(len(c.coords)))
+	}
 	return int(call.hash % uint64(len(c.coords)))
 }
 

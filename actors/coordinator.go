@@ -34,6 +34,10 @@ type coordinator struct {
 	// master may still hold their value: they are released in the
 	// background (see leave).
 	pending map[*Call]struct{}
+
+	// semQueues are the local lines of semaphores, by name: apart from
+	// queues, so that a semaphore and a lock may share a name.
+	semQueues map[string]*waitQueue
 }
 
 // cleanupMaxWait caps the delay between background cleanups of one call
@@ -107,20 +111,24 @@ func (c *coordinator) Receive(ctx actor.Context) {
 func (c *coordinator) start(ctx actor.Context, call *Call) {
 	c.active[call] = struct{}{}
 	switch call.Kind {
-	case Acquire:
+	case Acquire, AcquireAny:
 		if call.Queue {
-			if q := c.queues[call.Key]; q != nil {
+			qs := c.queuesOf(call)
+			if q := qs[call.Key]; q != nil {
 				call.phase = phaseQueued
 				q.waiters = append(q.waiters, call)
 				return
 			}
-			c.queues[call.Key] = &waitQueue{contender: call}
+			qs[call.Key] = &waitQueue{contender: call}
 		}
 		c.attempt(ctx, call)
 	case Release:
 		c.begin(call, phaseReleasing)
 		call.t1 = time.Now()
 		c.send(ctx, call, call.Mode.release(), true)
+		if call.Sem != "" {
+			c.wakeSem(ctx, call.Sem)
+		}
 		if call.Keys == nil {
 			c.wake(ctx, call.Key)
 			return
@@ -180,6 +188,10 @@ func (c *coordinator) begin(call *Call, p phase) {
 }
 
 func (c *coordinator) attempt(ctx actor.Context, call *Call) {
+	if call.Kind == AcquireAny {
+		c.attemptAny(ctx, call)
+		return
+	}
 	call.timer = nil
 	call.attempts++
 	call.token = 0
@@ -355,6 +367,9 @@ func (c *coordinator) failAttempt(ctx actor.Context, call *Call, sentinel error,
 	if call.Retry.MaxAttempts > 0 && call.attempts-call.uncounted >= call.Retry.MaxAttempts {
 		call.phase = phaseCleaning
 		call.lastErr = err
+		if call.parent != nil {
+			c.settle(ctx, call.parent)
+		}
 		return
 	}
 	call.phase = phaseWaiting
@@ -392,7 +407,7 @@ func (c *coordinator) cancel(ctx actor.Context, call *Call, cause error) {
 		return
 	case phaseQueued:
 		// A waiter that gives up leaves the line at once.
-		if q := c.queues[call.Key]; q != nil {
+		if q := c.queuesOf(call)[call.Key]; q != nil {
 			for i, w := range q.waiters {
 				if w == call {
 					q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
@@ -406,6 +421,10 @@ func (c *coordinator) cancel(ctx actor.Context, call *Call, cause error) {
 
 // abandon finishes call with cause, cleaning up an attempt in flight.
 func (c *coordinator) abandon(ctx actor.Context, call *Call, cause error) {
+	if call.Kind == AcquireAny {
+		c.abandonAny(ctx, call, cause)
+		return
+	}
 	last := call.lastErr
 	if e, ok := last.(*api.Error); ok {
 		last = e.Err
@@ -444,6 +463,9 @@ func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
 	}
 	if call.Queue {
 		c.handOn(ctx, call)
+	}
+	if call.parent != nil {
+		c.childDone(ctx, call)
 	}
 }
 
@@ -553,12 +575,13 @@ func (c *coordinator) cleanLast(ctx actor.Context) {
 // is done, whether it won (the waiter then finds the lock taken and backs
 // off until a local Unlock wakes it) or gave up.
 func (c *coordinator) handOn(ctx actor.Context, call *Call) {
-	q := c.queues[call.Key]
+	qs := c.queuesOf(call)
+	q := qs[call.Key]
 	if q == nil || q.contender != call {
 		return // a waiter that left the line before its turn
 	}
 	if len(q.waiters) == 0 || c.closing {
-		delete(c.queues, call.Key)
+		delete(qs, call.Key)
 		return
 	}
 	next := q.waiters[0]

@@ -7,7 +7,7 @@
 //
 // Option values configure an engine (engine.New, NewWithTransports,
 // NewMemory); LockOption values configure one lock (Lock, TryLock, LockAll,
-// TryLockAll) over the engine's settings. A per-lock option, such as
+// TryLockAll, Semaphore, TrySemaphore) over the engine's settings. A per-lock option, such as
 // WithTTL, is both: given to the engine it sets the default for its locks.
 // An engine-wide option, such as WithMasterTimeout, is only an Option, so
 // passing it to Lock does not compile. Options documents every setting and
@@ -96,6 +96,18 @@ type Locker interface {
 	// TryWLock is WLock with exactly one attempt; when refused it clears the
 	// mark that held back new readers.
 	TryWLock(ctx context.Context, key string, opts ...LockOption) (Lock, error)
+	// Semaphore takes one of permits permits of the semaphore name (1 to
+	// MaxPermits permits; see SemaphoreSlot for the name's limits), waiting
+	// like Lock: at most permits holders hold one at a time. The Lock it
+	// returns is the permit: an ordinary lock on one of the semaphore's
+	// slot keys (Key names the slot), with Until, Done, Extend,
+	// auto-extension and fencing tokens (per slot) as for Lock. Every
+	// caller must give one name the same permits. Not reentrant: a holder
+	// that asks again takes a second permit (or waits for one).
+	Semaphore(ctx context.Context, name string, permits int, opts ...LockOption) (Lock, error)
+	// TrySemaphore is Semaphore with exactly one attempt; it fails with
+	// ErrNotAcquired only when every slot was found taken.
+	TrySemaphore(ctx context.Context, name string, permits int, opts ...LockOption) (Lock, error)
 	// Close stops the engine: operations in progress fail with ErrClosed,
 	// and every actor, timer, goroutine and connection is stopped. Locks
 	// still held stay on the masters until they expire.

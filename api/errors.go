@@ -83,8 +83,9 @@ type MasterAnswer struct {
 // context.Canceled) and errors.Is(err, ErrNotAcquired) can hold.
 type Error struct {
 	// Op names what failed: "new" (engine.New, NewWithTransports,
-	// NewMemory), "lock", "trylock", "lockall", "trylockall" (the Locker
-	// method called), "extend" (Lock.Extend, or an auto-extension), or
+	// NewMemory), "lock", "trylock", "lockall", "trylockall", "semaphore",
+	// "trysemaphore" (the Locker method called; Key is then the
+	// semaphore's name), "extend" (Lock.Extend, or an auto-extension), or
 	// "unlock". The cause a Lock's Err reports has Op "lock" when the lock
 	// expired, was released or its engine closed, whichever method took
 	// it, and "extend" when an extension failed.

@@ -486,6 +486,7 @@ type lock struct {
 	e      *Engine
 	key    string
 	keys   []string // nil for a single-key lock
+	sem    string   // a semaphore permit's semaphore (key is its slot)
 	value  string
 	ttl    time.Duration
 	drift  time.Duration
@@ -782,6 +783,7 @@ func (l *lock) Unlock(ctx context.Context) error {
 	call := actors.NewCall(actors.Release, "unlock", l.key, l.value, l.ttl, l.drift)
 	call.Keys = l.keys
 	call.Mode = l.mode
+	call.Sem = l.sem
 	err := l.e.run(ctx, call)
 	// After "unreachable" or a cancelled context the release may not have
 	// landed, so Unlock may be called again; after success or "not held"

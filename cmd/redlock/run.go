@@ -62,6 +62,8 @@ type runOptions struct {
 	// Shared takes a read lock on Key (RLock) instead of the lock.
 	Shared  bool
 	Command []string
+	// Permits > 0 takes a permit of the semaphore Key instead of the lock.
+	Permits int
 
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
@@ -102,7 +104,14 @@ steady stream of --shared runs can delay it). The read lock is
 extended, lost and released like the lock, with the same exit statuses (75:
 a writer holds the key). --fencing does not apply.
 
-The command's environment has ` + envKey + ` (the key), ` + envValue + ` (the
+With --permits N, run takes one of N permits of the semaphore --key instead:
+at most N copies of the command run at once across every host (each copy must
+give the same N). The permit is a lock on one of the semaphore's N slot keys;
+it is extended, lost and released like the lock, and exit statuses are the
+same (75: every permit is held). --shared and --permits do not go together.
+
+The command's environment has ` + envKey + ` (the key; with --permits, the
+slot key of the permit), ` + envValue + ` (the
 lock's unique value) and ` + envToken + ` (the fencing token, a positive integer
 growing with every grant of the key, with --fencing; empty without it).
 
@@ -133,6 +142,8 @@ run also says on stderr why it gave up.`,
   # many readers of the catalog at once, never during the migration
   redlock run --key catalog --shared -- ./export-catalog.sh
   redlock run --key catalog -- ./migrate-catalog.sh
+  # at most 4 report builders at once across the fleet; wait up to an hour
+  redlock run --key report-builders --permits 4 --wait 1h -- ./build-report.sh
 
   # a 30s TTL, and 20s for the command to stop if the lock is lost
   redlock run --key migrate --ttl 30s --grace 20s --nodes redis://:secret@r1:6379,r2:6379,r3:6379 -- ./migrate up`,
@@ -165,6 +176,7 @@ run also says on stderr why it gave up.`,
 	f.BoolVar(&o.Fencing, "fencing", false, "give the command a fencing token in $"+envToken)
 	f.DurationVar(&o.Grace, "grace", o.Grace, "after a lost lock, time between SIGTERM and SIGKILL to the command")
 	f.BoolVar(&o.Shared, "shared", false, "take a read lock: commands with --shared run together, never with one without it (a writer)")
+	f.IntVar(&o.Permits, "permits", 0, "take one of N permits of the semaphore --key instead of the lock: at most N copies of the command run at once fleet-wide (every copy must give the same N)")
 	f.DurationVar(&o.Quarantine, "quarantine", 0, "restart quarantine: masters up for less do not vote (default: the --ttl); 0 turns it off, which is unsafe for masters without persistence")
 	f.SortFlags = false
 	return cmd
@@ -186,7 +198,13 @@ func (o *runOptions) validate() error {
 	if err := check.Key(o.Key); err != nil {
 		return fmt.Errorf("--key: %s", strings.TrimPrefix(err.Error(), api.ErrInvalidArgument.Error()+": "))
 	}
+	if o.Shared && o.Permits != 0 {
+		return errors.New("--shared and --permits: give one (a read lock, or a permit of a semaphore)")
+	}
 	if err := o.validateShared(); err != nil {
+		return err
+	}
+	if err := o.validatePermits(); err != nil {
 		return err
 	}
 	if err := checkTTL(o.TTL); err != nil {

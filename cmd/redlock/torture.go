@@ -164,7 +164,7 @@ redis-server), 130 when interrupted.`,
 	f.IntVar(&cfg.Engines, "engines", cfg.Engines, "independent engines, each with its own connections")
 	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "clients per engine")
 	f.IntVar(&cfg.Keys, "keys", cfg.Keys, "lock keys the clients share")
-	f.StringVar(&workloads, "workloads", strings.Join(cfg.Workloads, ","), "what the clients do, dealt to them in turn: a comma-separated list of mutex, rw")
+	f.StringVar(&workloads, "workloads", strings.Join(cfg.Workloads, ","), "what the clients do, dealt to them in turn: a comma-separated list of mutex, semaphore, rw")
 	f.StringVar(&faults, "faults", strings.Join(torture.Kinds, ","), `faults to inject: a comma-separated subset of `+strings.Join(torture.Kinds, ",")+`, or "none"`)
 	f.StringVar(&cfg.Schedule, "schedule", cfg.Schedule, "fault schedule: mixed, or split-brain (majority kills timed to live locks)")
 	f.BoolVar(&noQuarantine, "no-quarantine", false, "build the engines without the restart quarantine (to show the failure it prevents)")

@@ -42,6 +42,8 @@
 //   - writer-overlap: on a key with read locks (Grant.Shared), a writer's
 //     section or window overlaps another holder's, reader or writer; two
 //     readers may overlap (rw.go). Replaces overlap and grant-overlap there.
+//   - semaphore: more holders of one semaphore's permits than it has
+//     permits, at one instant of their grant windows (see checkSemaphores).
 //   - stale-write and late-write: writes to a protected resource (see
 //     Write and checkWrites).
 package history
@@ -81,6 +83,11 @@ type Grant struct {
 	// Shared: a read lock (RLock); readers of a key may overlap each
 	// other, never a writer (rw.go).
 	Shared bool `json:"shared,omitempty"`
+	// Semaphore names the semaphore whose permit this grant is (Key is
+	// then the permit's slot, or any key unique to the holder), and
+	// Permits its number of permits; see checkSemaphores.
+	Semaphore string `json:"semaphore,omitempty"`
+	Permits   int    `json:"permits,omitempty"`
 }
 
 // window is the span the engine vouched for this holder.
@@ -169,6 +176,7 @@ func Check(h History) []Violation {
 		}
 		out = append(out, checkKey(k, gs, resets)...)
 	}
+	out = append(out, checkSemaphores(h.Grants)...)
 	out = append(out, checkWrites(h.Writes, resets)...)
 	return out
 }

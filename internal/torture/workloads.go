@@ -10,19 +10,21 @@ import (
 
 // Workloads: what the clients do. Clients are dealt to the workloads in
 // turn (client c of each engine runs Workloads[c%len]).
-//
-// (The same selection as the semaphore branch's, issue 11: at merge, keep
-// one copy of what is here and list every workload in AllWorkloads and
-// runClient.)
 const (
 	// WorkloadMutex: Lock/TryLock of the shared keys (client.go).
 	WorkloadMutex = "mutex"
+	// WorkloadSemaphore: Semaphore/TrySemaphore of a few semaphores of 1
+	// to semMaxPermits permits; every permit is recorded with its
+	// semaphore, so the checker applies "never more than P holders" on top
+	// of the per-slot rules (each slot is an ordinary lock key)
+	// (semaphore.go).
+	WorkloadSemaphore = "semaphore"
 	// WorkloadRW: readers and writers of a few read-write keys (rw.go).
 	WorkloadRW = "rw"
 )
 
 // AllWorkloads lists every workload, in report order.
-var AllWorkloads = []string{WorkloadMutex, WorkloadRW}
+var AllWorkloads = []string{WorkloadMutex, WorkloadSemaphore, WorkloadRW}
 
 func (c *Config) validateWorkloads() error {
 	// None given is the mutex alone, the workload before there was a
@@ -50,9 +52,12 @@ func (r *run) workload(c int) string {
 
 // runClient runs client c of engine e with its workload.
 func (r *run) runClient(ctx context.Context, eng api.Locker, e, c int) {
-	if r.workload(c) == WorkloadRW {
+	switch r.workload(c) {
+	case WorkloadSemaphore:
+		r.semClient(ctx, eng, e, c)
+	case WorkloadRW:
 		r.rwClient(ctx, eng, e, c)
-		return
+	default:
+		r.client(ctx, eng, e, c)
 	}
-	r.client(ctx, eng, e, c)
 }
