@@ -64,6 +64,11 @@ type Config struct {
 	// (the default) writes each batch at once, which suits the engine's
 	// already batched traffic.
 	WriteFlushInterval time.Duration
+
+	// FenceKey names a lock key's fencing counter; nil is
+	// transport.FenceKey. A Redis Cluster transport sets it so that a
+	// counter lands in its key's slot (see transport/rediscluster).
+	FenceKey func(key string) string
 }
 
 // ParseAddr validates an address (see Config.Addr) and returns a Config with

@@ -20,6 +20,18 @@ import (
 // Do sends the valid ops as one pipeline and fills results. Invalid ops get
 // their transport.Check error and are not sent.
 func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transport.Result) error {
+	return t.do(ctx, ops, results, false)
+}
+
+// DoAsking is Do with every op preceded by ASKING: the Redis Cluster
+// redirection for a key of a slot being imported by this node (an ASK
+// reply elsewhere). ASKING holds for the next command only, and a batch is
+// one contiguous write on the connection, so each op gets its own.
+func (t *Transport) DoAsking(ctx context.Context, ops []transport.Op, results []transport.Result) error {
+	return t.do(ctx, ops, results, true)
+}
+
+func (t *Transport) do(ctx context.Context, ops []transport.Op, results []transport.Result, asking bool) error {
 	if len(results) != len(ops) {
 		err := fmt.Errorf("%w: %d ops but %d results", transport.ErrInvalidOp, len(ops), len(results))
 		return transport.Fail(results[:min(len(ops), len(results))], err)
@@ -53,6 +65,7 @@ func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transp
 	defer cancel()
 
 	b := getBatch(n)
+	b.asking, b.fenceKey = asking, t.cfg.FenceKey
 	for i := range ops {
 		if results[i].Err == nil {
 			b.add(&ops[i], i)
@@ -66,6 +79,9 @@ func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transp
 	for j := range b.replies {
 		i := b.index[j]
 		r := &b.replies[j]
+		if i < 0 {
+			continue // ASKING's +OK
+		}
 		if r.err != nil && isNoScript(r.err) {
 			b.retry = append(b.retry, i)
 			continue
@@ -146,6 +162,9 @@ func (t *Transport) keepOrder(b *batch, ops []transport.Op, results []transport.
 	retry := b.retry
 	for j := len(b.replies) - 1; j >= 0; j-- {
 		i := b.index[j]
+		if i < 0 {
+			continue // ASKING
+		}
 		if len(retry) > 0 && retry[len(retry)-1] == i {
 			retry = retry[:len(retry)-1]
 			if touches(&ops[i], ran) {
@@ -221,6 +240,11 @@ type batch struct {
 	retry   []int
 	done    chan error
 
+	// asking precedes each op with ASKING (DoAsking); fenceKey, when not
+	// nil, names the fencing counters (Config.FenceKey).
+	asking   bool
+	fenceKey func(string) string
+
 	// The engine uses few distinct ttls, so the last one's decimal form is
 	// kept rather than formatted per op.
 	ttlMS  int64
@@ -241,6 +265,7 @@ const (
 func getBatch(n int) *batch {
 	b := batchPool.Get().(*batch)
 	b.reset(n)
+	b.asking, b.fenceKey = false, nil
 	return b
 }
 
@@ -291,6 +316,10 @@ func (b *batch) UnmarshalRESP(br resp.BufferedReader, o *resp.Opts) error {
 
 // add appends op, which is valid, as one command answering ops[i].
 func (b *batch) add(op *transport.Op, i int) {
+	if b.asking {
+		b.push(-1, formNone)
+		b.buf = append(b.buf, cmdAsking...)
+	}
 	if len(op.Keys) > 1 {
 		b.addMulti(op, i)
 		return
@@ -318,13 +347,13 @@ func (b *batch) add(op *transport.Op, i int) {
 		b.push(i, formToken)
 		b.buf = appendEvalSHA(b.buf, scriptAcquireFenced, 2, 2)
 		b.buf = appendBulk(b.buf, op.Key)
-		b.buf = appendFenceKey(b.buf, op.Key)
+		b.buf = b.appendFenceKey(op.Key)
 		b.buf = appendBulk(b.buf, op.Value)
 		b.buf = b.appendTTL(op)
 	case transport.RaiseFence:
 		b.push(i, formFlag)
 		b.buf = appendEvalSHA(b.buf, scriptRaiseFence, 1, 2)
-		b.buf = appendFenceKey(b.buf, op.Key)
+		b.buf = b.appendFenceKey(op.Key)
 		var n [20]byte
 		b.buf = appendBulk(b.buf, strconv.AppendInt(n[:0], op.Token, 10))
 		b.buf = appendBulk(b.buf, op.Value)
@@ -378,7 +407,15 @@ var (
 	argsNXPX   = appendBulk(appendBulk(nil, "NX"), "PX")
 	cmdRelease = appendEvalSHA(nil, scriptRelease, 1, 1)
 	cmdExtend  = appendEvalSHA(nil, scriptExtend, 1, 2)
+	cmdAsking  = appendBulk(appendHeader(nil, 1), "ASKING")
 )
+
+func (b *batch) appendFenceKey(key string) []byte {
+	if b.fenceKey != nil {
+		return appendBulk(b.buf, b.fenceKey(key))
+	}
+	return appendFenceKey(b.buf, key)
+}
 
 // appendEvalSHA appends the head of EVALSHA sha numkeys, for a command
 // that then carries keys keys and argv arguments.

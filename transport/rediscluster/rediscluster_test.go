@@ -1,0 +1,225 @@
+package rediscluster_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/transport"
+	"github.com/quorumlock/redlock/transport/rediscluster"
+	"github.com/quorumlock/redlock/transport/transporttest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// addr names a cluster by two of its nodes' addresses.
+func addr(nodes []*redistest.Server) string {
+	return "redis+cluster://" + nodes[0].Addr + "," + nodes[len(nodes)-1].Addr
+}
+
+func open(t *testing.T, nodes []*redistest.Server) *rediscluster.Transport {
+	t.Helper()
+	cfg, err := rediscluster.ParseAddr(addr(nodes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := rediscluster.Dial(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestConformance(t *testing.T) {
+	nodes := redistest.StartCluster(t, 3)
+	transporttest.Run(t, func(t *testing.T) transport.Transport { return open(t, nodes) })
+}
+
+// owner returns the node that holds key, failing if not exactly one does.
+func owner(t *testing.T, nodes []*redistest.Server, key string) int {
+	t.Helper()
+	at := -1
+	for i, n := range nodes {
+		var exists int
+		err := n.TryDo(&exists, "EXISTS", key)
+		if err != nil && !strings.Contains(err.Error(), "MOVED") {
+			t.Fatal(err)
+		}
+		if err == nil && exists == 1 {
+			if at >= 0 {
+				t.Fatalf("%q on nodes %d and %d", key, at, i)
+			}
+			at = i
+		}
+	}
+	return at
+}
+
+func slotOwner(t *testing.T, nodes []*redistest.Server, key string) int {
+	t.Helper()
+	for i, n := range nodes {
+		var s int
+		n.Do(t, &s, "CLUSTER", "KEYSLOT", key)
+		if s != rediscluster.Slot(key) {
+			t.Fatalf("Slot(%q) = %d, redis says %d", key, rediscluster.Slot(key), s)
+		}
+		var count int
+		n.Do(t, &count, "CLUSTER", "COUNTKEYSINSLOT", fmt.Sprint(s))
+		_ = count
+		var nodesOut string
+		n.Do(t, &nodesOut, "CLUSTER", "NODES")
+		for line := range strings.Lines(nodesOut) {
+			f := strings.Fields(line)
+			if len(f) < 9 || !strings.Contains(f[2], "myself") {
+				continue
+			}
+			for _, r := range f[8:] {
+				lo, hi, ok := strings.Cut(r, "-")
+				if !ok {
+					hi = lo
+				}
+				var l, h int
+				fmt.Sscan(lo, &l)
+				fmt.Sscan(hi, &h)
+				if s >= l && s <= h {
+					return i
+				}
+			}
+		}
+	}
+	t.Fatalf("no node owns the slot of %q", key)
+	return -1
+}
+
+// TestBatchAcrossShards sends one batch whose keys span every shard, with
+// ops of one key in order (acquire, release, acquire), and checks that each
+// key lives on the shard that owns its slot, with the fencing counters
+// beside their keys.
+func TestBatchAcrossShards(t *testing.T) {
+	nodes := redistest.StartCluster(t, 3)
+	c := open(t, nodes)
+	var ops []transport.Op
+	for i := range 30 {
+		k := fmt.Sprintf("across:%d", i)
+		ops = append(ops,
+			transport.Op{Kind: transport.Acquire, Key: k, Value: "v1", TTL: 10 * time.Second},
+			transport.Op{Kind: transport.Release, Key: k, Value: "v1"},
+			transport.Op{Kind: transport.AcquireFenced, Key: k, Value: "v2", TTL: 10 * time.Second},
+		)
+	}
+	res := make([]transport.Result, len(ops))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Do(ctx, ops, res); err != nil {
+		t.Fatal(err)
+	}
+	used := map[int]bool{}
+	for i := 0; i < len(ops); i += 3 {
+		k := ops[i].Key
+		for j := range 3 {
+			if !res[i+j].OK || res[i+j].Err != nil {
+				t.Fatalf("%s %q: %+v", ops[i+j].Kind, k, res[i+j])
+			}
+		}
+		if res[i+2].Token != 1 {
+			t.Fatalf("%q: token %d, want 1", k, res[i+2].Token)
+		}
+		want := slotOwner(t, nodes, k)
+		if got := owner(t, nodes, k); got != want {
+			t.Fatalf("%q on node %d, its slot's owner is %d", k, got, want)
+		}
+		fk := rediscluster.FenceKey(k)
+		if fk != "redlock-fence:{"+k+"}" || rediscluster.Slot(fk) != rediscluster.Slot(k) {
+			t.Fatalf("FenceKey(%q) = %q, slot %d, key's slot %d", k, fk, rediscluster.Slot(fk), rediscluster.Slot(k))
+		}
+		if got := owner(t, nodes, fk); got != want {
+			t.Fatalf("counter %q on node %d, key's owner is %d", fk, got, want)
+		}
+		used[want] = true
+	}
+	if len(used) != 3 {
+		t.Fatalf("keys landed on %d shards, want all 3", len(used))
+	}
+}
+
+func TestFenceKeyTagged(t *testing.T) {
+	for _, k := range []string{"{order:42}", "{order:42}:a", "x{tag}y", "a{b", "plain"} {
+		fk := rediscluster.FenceKey(k)
+		if rediscluster.Slot(fk) != rediscluster.Slot(k) {
+			t.Errorf("FenceKey(%q) = %q in slot %d, key in %d", k, fk, rediscluster.Slot(fk), rediscluster.Slot(k))
+		}
+	}
+	// A tagged key keeps the single-server counter name: counters made
+	// before a move to a cluster are found again.
+	if got := rediscluster.FenceKey("{order:42}"); got != transport.FenceKey("{order:42}") {
+		t.Errorf("FenceKey of a tagged key = %q, want %q", got, transport.FenceKey("{order:42}"))
+	}
+	if err := rediscluster.CheckFence("a}b"); err == nil {
+		t.Error("CheckFence(a}b) = nil: its counter cannot share its slot")
+	}
+}
+
+func TestCrossSlotRefused(t *testing.T) {
+	nodes := redistest.StartCluster(t, 2)
+	c := open(t, nodes)
+	keys := []string{"a", "b"} // slots 15495 and 3300
+	if rediscluster.Slot("a") == rediscluster.Slot("b") {
+		t.Fatal("test keys share a slot")
+	}
+	ops := []transport.Op{
+		{Kind: transport.Acquire, Key: "a", Keys: keys, Value: "v", TTL: time.Second},
+		{Kind: transport.Acquire, Key: "{t}a", Keys: []string{"{t}a", "{t}b"}, Value: "v", TTL: time.Second},
+		{Kind: transport.Release, Key: "{t}a", Keys: []string{"{t}a", "{t}b"}, Value: "v"},
+	}
+	res := make([]transport.Result, len(ops))
+	if err := c.Do(context.Background(), ops, res); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(res[0].Err, transport.ErrInvalidOp) || !errors.Is(res[0].Err, rediscluster.ErrCrossSlot) || !strings.Contains(res[0].Err.Error(), "hash tag") {
+		t.Fatalf("cross-slot acquire: %v, want ErrInvalidOp and ErrCrossSlot naming hash tags", res[0].Err)
+	}
+	if !res[1].OK || !res[2].OK {
+		t.Fatalf("one-tag multi-key acquire, release: %+v %+v", res[1], res[2])
+	}
+	for _, n := range nodes {
+		if n.DBSize(t) != 0 {
+			t.Fatalf("%s keeps %v", n.Addr, n.Keys(t, "*"))
+		}
+	}
+}
+
+func TestParseAddr(t *testing.T) {
+	cfg, err := rediscluster.ParseAddr("rediss+cluster://u:p%40ss@h1:7000,h2,[::1]:7002?allow-failover=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Node.TLS || cfg.Node.Username != "u" || cfg.Node.Password != "p@ss" || !cfg.AllowFailover ||
+		strings.Join(cfg.Seeds, " ") != "h1:7000 h2:6379 [::1]:7002" {
+		t.Fatalf("%+v", cfg)
+	}
+	for _, bad := range []string{
+		"redis+cluster://", "redis+cluster://h1:7000/2", "redis+cluster://h1:7000,,h2:1",
+		"redis+cluster://h1:7000?x=1", "redis+cluster://u:secret@h1:notaport", "redis://h1:7000",
+		"redis+cluster://h:1?allow-failover=maybe",
+	} {
+		_, err := rediscluster.ParseAddr(bad)
+		if err == nil {
+			t.Errorf("ParseAddr(%q) = nil error", bad)
+			continue
+		}
+		if strings.Contains(err.Error(), "secret") {
+			t.Errorf("ParseAddr(%q) quotes the password: %v", bad, err)
+		}
+	}
+}
