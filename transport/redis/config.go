@@ -65,10 +65,11 @@ type Config struct {
 	// already batched traffic.
 	WriteFlushInterval time.Duration
 
-	// FenceKey names a lock key's fencing counter; nil is
-	// transport.FenceKey. A Redis Cluster transport sets it so that a
-	// counter lands in its key's slot (see transport/rediscluster).
-	FenceKey func(key string) string
+	// ClusterFenceKeys names fencing counters with ClusterFenceKey rather
+	// than transport.FenceKey, so that each lands in its key's Redis
+	// Cluster slot. The cluster transport (transport/rediscluster) sets it
+	// on its nodes; a single server keeps the names it always had.
+	ClusterFenceKeys bool
 }
 
 // ParseAddr validates an address (see Config.Addr) and returns a Config with

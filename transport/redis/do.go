@@ -65,7 +65,7 @@ func (t *Transport) do(ctx context.Context, ops []transport.Op, results []transp
 	defer cancel()
 
 	b := getBatch(n)
-	b.asking, b.fenceKey = asking, t.cfg.FenceKey
+	b.asking, b.clusterFence = asking, t.cfg.ClusterFenceKeys
 	for i := range ops {
 		if results[i].Err == nil {
 			b.add(&ops[i], i)
@@ -240,10 +240,10 @@ type batch struct {
 	retry   []int
 	done    chan error
 
-	// asking precedes each op with ASKING (DoAsking); fenceKey, when not
-	// nil, names the fencing counters (Config.FenceKey).
-	asking   bool
-	fenceKey func(string) string
+	// asking precedes each op with ASKING (DoAsking); clusterFence names
+	// the fencing counters with ClusterFenceKey (Config.ClusterFenceKeys).
+	asking       bool
+	clusterFence bool
 
 	// The engine uses few distinct ttls, so the last one's decimal form is
 	// kept rather than formatted per op.
@@ -265,7 +265,7 @@ const (
 func getBatch(n int) *batch {
 	b := batchPool.Get().(*batch)
 	b.reset(n)
-	b.asking, b.fenceKey = false, nil
+	b.asking, b.clusterFence = false, false
 	return b
 }
 
@@ -411,8 +411,8 @@ var (
 )
 
 func (b *batch) appendFenceKey(key string) []byte {
-	if b.fenceKey != nil {
-		return appendBulk(b.buf, b.fenceKey(key))
+	if b.clusterFence {
+		return appendBulk(b.buf, ClusterFenceKey(key))
 	}
 	return appendFenceKey(b.buf, key)
 }
@@ -571,4 +571,30 @@ func discardUnexpected(br resp.BufferedReader, o *resp.Opts) error {
 		return err
 	}
 	return resp.ErrConnUsable{Err: errUnexpectedReply}
+}
+
+// ClusterFenceKey is the name of key's fencing counter on a Redis Cluster:
+// in key's slot, so that the fenced scripts, which touch both, run on one
+// shard. A key with a hash tag keeps transport.FenceKey(key), the
+// single-server name (the prefix has no braces, so the counter shares the
+// key's tag); any other key's counter is transport.FencePrefix + "{" + key +
+// "}", whose tag is the whole key. That holds unless the key has a '}' and
+// no tag: such a key cannot be fenced on a cluster (the cluster transport
+// refuses it).
+func ClusterFenceKey(key string) string {
+	if HasHashTag(key) {
+		return transport.FenceKey(key)
+	}
+	return transport.FencePrefix + "{" + key + "}"
+}
+
+// HasHashTag reports whether key has a Redis Cluster hash tag: a '{'
+// followed later by a '}' with at least one byte between them (the first
+// '{', and the first '}' after it, count).
+func HasHashTag(key string) bool {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return false
+	}
+	return strings.IndexByte(key[i+1:], '}') > 0
 }

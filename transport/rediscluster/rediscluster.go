@@ -56,34 +56,13 @@ var ErrCrossSlot = errors.New("keys in different cluster slots")
 // whole key when it has none).
 func Slot(key string) int { return int(radix.ClusterSlot([]byte(key))) }
 
-// hasTag reports whether key has a hash tag: a '{' followed later by a '}'
-// with at least one byte between them (the first '{' and the first '}'
-// after it count).
-func hasTag(key string) bool {
-	i := strings.IndexByte(key, '{')
-	if i < 0 {
-		return false
-	}
-	j := strings.IndexByte(key[i+1:], '}')
-	return j > 0
-}
-
-// FenceKey is the name of key's fencing counter on a cluster: in key's
-// slot, so that the fenced scripts, which touch both, run on one shard.
-// A key with a hash tag keeps transport.FenceKey(key) (the prefix has no
-// braces, so the counter shares the key's tag), the single-server name; any
-// other key's counter is FencePrefix + "{" + key + "}", whose tag is the
-// whole key. A key with a '}' but no tag has no such name (CheckFence).
-func FenceKey(key string) string {
-	if hasTag(key) {
-		return transport.FenceKey(key)
-	}
-	return transport.FencePrefix + "{" + key + "}"
-}
+// FenceKey is the name of key's fencing counter on a cluster
+// (redis.ClusterFenceKey): in key's slot.
+func FenceKey(key string) string { return redis.ClusterFenceKey(key) }
 
 // CheckFence reports why key cannot be fenced on a cluster, or nil.
 func CheckFence(key string) error {
-	if !hasTag(key) && strings.Contains(key, "}") {
+	if !redis.HasHashTag(key) && strings.Contains(key, "}") {
 		return fmt.Errorf("key %q has a '}' but no hash tag, so its fencing counter cannot be named into its slot; give it a hash tag, as in {%s}", key, strings.ReplaceAll(key, "}", ""))
 	}
 	return nil
@@ -174,7 +153,7 @@ func New(cfg Config) (*Transport, error) {
 	if cfg.RefreshInterval <= 0 {
 		cfg.RefreshInterval = time.Second
 	}
-	cfg.Node.FenceKey = FenceKey
+	cfg.Node.ClusterFenceKeys = true
 	t := &Transport{
 		cfg:       cfg,
 		name:      Scheme + "://" + strings.Join(cfg.Seeds, ","),
@@ -799,3 +778,7 @@ func failValid(results []transport.Result, err error) error {
 	}
 	return err
 }
+
+// CheckKeys is the package's CheckKeys, as a method for the engine, which
+// asks every transport that has it before it sends a lock's first op.
+func (t *Transport) CheckKeys(keys []string, fenced bool) error { return CheckKeys(keys, fenced) }
