@@ -158,3 +158,97 @@ func Cmd(ctx context.Context, addr string, rcv any, cmd string, args ...string) 
 	defer c.Close()
 	return c.Do(ctx, radix.Cmd(rcv, cmd, args...))
 }
+
+// NodeID is the cluster node id of s (CLUSTER MYID).
+func NodeID(ctx context.Context, s *Server) (string, error) {
+	var id string
+	err := Cmd(ctx, s.Addr, &id, "CLUSTER", "MYID")
+	return id, err
+}
+
+// MigrateSlot moves slot from src to dst the way redis-cli --cluster
+// reshard does: dst IMPORTING, src MIGRATING, then MIGRATE of the slot's
+// keys batch keys at a time, then SETSLOT NODE on dst, src and every other
+// node of all. between, if not nil, runs after each MIGRATE (while the slot
+// is half moved) and may end the move early by returning an error.
+func MigrateSlot(ctx context.Context, all []*Server, src, dst *Server, slot, batch int, between func() error) error {
+	srcID, err := NodeID(ctx, src)
+	if err != nil {
+		return err
+	}
+	dstID, err := NodeID(ctx, dst)
+	if err != nil {
+		return err
+	}
+	sl := strconv.Itoa(slot)
+	if err := Cmd(ctx, dst.Addr, nil, "CLUSTER", "SETSLOT", sl, "IMPORTING", srcID); err != nil {
+		return fmt.Errorf("redisproc: SETSLOT IMPORTING on %s: %w", dst.Addr, err)
+	}
+	if err := Cmd(ctx, src.Addr, nil, "CLUSTER", "SETSLOT", sl, "MIGRATING", dstID); err != nil {
+		return fmt.Errorf("redisproc: SETSLOT MIGRATING on %s: %w", src.Addr, err)
+	}
+	for {
+		var keys []string
+		if err := Cmd(ctx, src.Addr, &keys, "CLUSTER", "GETKEYSINSLOT", sl, strconv.Itoa(batch)); err != nil {
+			return fmt.Errorf("redisproc: GETKEYSINSLOT on %s: %w", src.Addr, err)
+		}
+		if len(keys) == 0 {
+			break
+		}
+		args := append([]string{"127.0.0.1", strconv.Itoa(dst.Port), "", "0", "5000", "KEYS"}, keys...)
+		if err := Cmd(ctx, src.Addr, nil, "MIGRATE", args...); err != nil {
+			return fmt.Errorf("redisproc: MIGRATE from %s: %w", src.Addr, err)
+		}
+		if between != nil {
+			if err := between(); err != nil {
+				return err
+			}
+		}
+	}
+	// The target first, as redis-cli does: once the source lets go, the
+	// target must already own the slot.
+	for _, s := range append([]*Server{dst, src}, all...) {
+		if !s.Running() {
+			continue
+		}
+		if err := Cmd(ctx, s.Addr, nil, "CLUSTER", "SETSLOT", sl, "NODE", dstID); err != nil {
+			return fmt.Errorf("redisproc: SETSLOT NODE on %s: %w", s.Addr, err)
+		}
+	}
+	return nil
+}
+
+// SlotOwner returns the index in servers of the node that owns slot,
+// as servers[0] sees the slot map.
+func SlotOwner(ctx context.Context, servers []*Server, slot int) (int, error) {
+	for i, s := range servers {
+		if !s.Running() {
+			continue
+		}
+		var out string
+		if err := Cmd(ctx, s.Addr, &out, "CLUSTER", "NODES"); err != nil {
+			return -1, err
+		}
+		for line := range strings.Lines(out) {
+			f := strings.Fields(line)
+			if len(f) < 8 || !strings.Contains(f[2], "myself") {
+				continue
+			}
+			for _, r := range f[8:] {
+				if strings.HasPrefix(r, "[") {
+					continue // a slot being migrated or imported
+				}
+				lo, hi, ok := strings.Cut(r, "-")
+				if !ok {
+					hi = lo
+				}
+				l, err1 := strconv.Atoi(lo)
+				h, err2 := strconv.Atoi(hi)
+				if err1 == nil && err2 == nil && slot >= l && slot <= h {
+					return i, nil
+				}
+			}
+		}
+	}
+	return -1, fmt.Errorf("redisproc: no node owns slot %d", slot)
+}

@@ -135,7 +135,12 @@ type Transport struct {
 	cancel    context.CancelFunc
 	loopDone  chan struct{}
 	refreshes atomic.Int64
+	moved     atomic.Int64
+	asked     atomic.Int64
 }
+
+// Redirects counts the ops resent after MOVED and after ASK so far.
+func (t *Transport) Redirects() (moved, ask int64) { return t.moved.Load(), t.asked.Load() }
 
 // New validates cfg and returns a transport that reads the slot map in the
 // background; the cluster need not be up yet.
@@ -765,6 +770,11 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 				next = append(next, np)
 			}
 			np.idx = append(np.idx, i)
+			if d.ask {
+				t.asked.Add(1)
+			} else {
+				t.moved.Add(1)
+			}
 		}
 	}
 	return next
