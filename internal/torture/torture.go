@@ -141,6 +141,9 @@ type Config struct {
 	// its first arguments, to which the worker's flags are appended
 	// (`redlock torture-worker`; see WorkerMain). Needed for client-pause.
 	WorkerCommand []string
+	// ClusterShards, when above 0, makes each master a Redis Cluster of this
+	// many shards (cluster.go), with the faults of ClusterKinds.
+	ClusterShards int
 }
 
 // DefaultConfig is the configuration of a plain `redlock torture`.
@@ -197,7 +200,7 @@ func (c *Config) Validate() error {
 	}
 	seen := map[string]bool{}
 	for _, f := range c.Faults {
-		if !slices.Contains(Kinds, f) {
+		if !slices.Contains(Kinds, f) && f != Reshard {
 			return fmt.Errorf("--faults: unknown fault %q; want a comma-separated list of %v (or none)", f, Kinds)
 		}
 		if seen[f] {
@@ -206,6 +209,9 @@ func (c *Config) Validate() error {
 		seen[f] = true
 	}
 	if err := c.validatePause(); err != nil {
+		return err
+	}
+	if err := c.validateCluster(); err != nil {
 		return err
 	}
 	if c.Schedule == SplitBrain && !seen[Kill] {
@@ -231,6 +237,7 @@ type Report struct {
 	Quarantine    bool    `json:"quarantine"`
 	QuarantineMS  float64 `json:"quarantine_ms,omitempty"`
 	Masters       int     `json:"masters"`
+	ClusterShards int     `json:"cluster_shards,omitempty"`
 	Quorum        int     `json:"quorum"`
 	Engines       int     `json:"engines"`
 	Clients       int     `json:"clients"`
@@ -315,6 +322,7 @@ type run struct {
 
 	holds chan holdEvent // long sections beginning, for targeted kills
 	pz    *pauser        // client-pause workers and resource; nil without
+	cl    *clusterRun    // cluster runs (Config.ClusterShards); nil without
 
 	mu          sync.Mutex
 	faults      map[string]int64
@@ -371,6 +379,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 func (r *run) setup(ctx context.Context) error {
+	if r.cfg.ClusterShards > 0 {
+		return r.setupCluster(ctx)
+	}
 	servers, err := redisproc.Start(ctx, Masters)
 	if err != nil {
 		return fmt.Errorf("%w: starting %d redis-server masters: %w", ErrSetup, Masters, err)
@@ -472,10 +483,12 @@ func (r *run) teardown() {
 	}
 	redisproc.StopAll(r.servers)
 	redisproc.StopAll(r.spares)
+	r.stopCluster()
 }
 
 // healAll ends every fault in progress.
 func (r *run) healAll() {
+	r.healCluster()
 	for i, s := range r.servers {
 		r.serverMu[i].Lock()
 		if s.Paused() {
@@ -588,6 +601,7 @@ func (r *run) report(h history.History, vs []history.Violation, elapsed time.Dur
 		Schedule:      r.cfg.Schedule,
 		Quarantine:    r.cfg.Quarantine,
 		Masters:       Masters,
+		ClusterShards: r.cfg.ClusterShards,
 		Quorum:        r.quorum,
 		Engines:       r.cfg.Engines,
 		Clients:       r.cfg.Clients,
