@@ -43,7 +43,8 @@ func IsAddr(s string) bool {
 }
 
 // ParseAddr parses "redis+cluster://[user:password@]host:port[,host:port...][?allow-failover=true]"
-// ("rediss+cluster://" for TLS). Each host's port defaults to 6379. A
+// ("rediss+cluster://" for TLS). Seeds may also be separated by ';', for
+// lists of masters that are themselves comma-separated (redlock --nodes). Each host's port defaults to 6379. A
 // cluster has only database 0, so a path is refused. Errors wrap
 // redis.ErrBadAddress and say what to fix; they never quote a password.
 func ParseAddr(s string) (Config, error) {
@@ -89,7 +90,9 @@ func ParseAddr(s string) (Config, error) {
 		return Config{}, bad(s, "no nodes; want %s://host:port[,host:port...]", Scheme)
 	}
 	seen := map[string]bool{}
-	for i, h := range strings.Split(rest, ",") {
+	// ';' too: in a comma-separated list of masters (redlock --nodes, the
+	// REDLOCK_NODES variable) a cluster's seeds cannot be split by commas.
+	for i, h := range strings.Split(strings.ReplaceAll(rest, ";", ","), ",") {
 		if h == "" {
 			return Config{}, bad(s, "empty node %d in the list", i+1)
 		}

@@ -792,3 +792,57 @@ func failValid(results []transport.Result, err error) error {
 // CheckKeys is the package's CheckKeys, as a method for the engine, which
 // asks every transport that has it before it sends a lock's first op.
 func (t *Transport) CheckKeys(keys []string, fenced bool) error { return CheckKeys(keys, fenced) }
+
+// ShardStatus is what Shards reports about one master of the slot map.
+type ShardStatus struct {
+	Addr string
+	// Slots is how many of the 16384 slots the master owns; Replicas how
+	// many replicas CLUSTER SLOTS lists for it.
+	Slots, Replicas int
+	// Reachable: it answered PING, in RTT.
+	Reachable bool
+	RTT       time.Duration
+	// Info is its run id and uptime (when Err is nil).
+	Info transport.ServerInfo
+	Err  error
+}
+
+// Shards reads the slot map (waiting, within ctx, for the first one) and
+// asks every master for PING and INFO, all at once: the rows of redlock
+// status. It reports the shards even when the cluster is refused for its
+// replicas (ErrFailoverRisk), which it then also returns.
+func (t *Transport) Shards(ctx context.Context) ([]ShardStatus, error) {
+	select {
+	case <-t.firstDone:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %s: no slot map: %w", transport.ErrUnavailable, t.name, ctx.Err())
+	}
+	tp := t.topo.Load()
+	if tp == nil {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return nil, t.topoErr
+	}
+	out := make([]ShardStatus, len(tp.masters))
+	var wg sync.WaitGroup
+	for i, m := range tp.masters {
+		out[i] = ShardStatus{Addr: m, Slots: tp.slots[i], Replicas: tp.replicas[m]}
+		n, err := t.node(m)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		wg.Go(func() {
+			s := &out[i]
+			start := time.Now()
+			if s.Err = n.Ping(ctx); s.Err != nil {
+				return
+			}
+			s.RTT, s.Reachable = time.Since(start), true
+			s.Info, s.Err = n.ServerInfo(ctx)
+		})
+	}
+	wg.Wait()
+	_, err := t.current(ctx)
+	return out, err
+}
