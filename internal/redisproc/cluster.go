@@ -252,3 +252,57 @@ func SlotOwner(ctx context.Context, servers []*Server, slot int) (int, error) {
 	}
 	return -1, fmt.Errorf("redisproc: no node owns slot %d", slot)
 }
+
+// AddReplica starts one more cluster node, joins it to the cluster of
+// servers and makes it a replica of servers[master], then waits until that
+// master's CLUSTER SLOTS entry lists it. The caller stops it.
+func AddReplica(ctx context.Context, servers []*Server, master int) (*Server, error) {
+	bin, err := LookPath()
+	if err != nil {
+		return nil, err
+	}
+	s, err := newServer(bin)
+	if err != nil {
+		return nil, err
+	}
+	if s.BusPort, err = freePort(); err != nil {
+		return nil, err
+	}
+	if err := s.startOnFreePort(ctx); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	fail := func(err error) (*Server, error) {
+		s.Stop()
+		return nil, err
+	}
+	if err := Cmd(ctx, servers[0].Addr, nil, "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(s.Port), strconv.Itoa(s.BusPort)); err != nil {
+		return fail(err)
+	}
+	id, err := NodeID(ctx, servers[master])
+	if err != nil {
+		return fail(err)
+	}
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		// REPLICATE needs the master known to the new node first.
+		err = Cmd(ctx, s.Addr, nil, "CLUSTER", "REPLICATE", id)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fail(fmt.Errorf("redisproc: CLUSTER REPLICATE: %w", err))
+		}
+		time.Sleep(10 * time.Millisecond) // poll: gossip has no event to wait on
+	}
+	for {
+		var out string
+		if err := Cmd(ctx, servers[master].Addr, &out, "CLUSTER", "NODES"); err == nil && strings.Contains(out, "slave "+id) {
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			return fail(errors.New("redisproc: the replica never showed in CLUSTER NODES"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

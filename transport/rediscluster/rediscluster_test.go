@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/quorumlock/redlock/internal/redisproc"
 	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/transport"
 	"github.com/quorumlock/redlock/transport/rediscluster"
@@ -222,4 +223,63 @@ func TestParseAddr(t *testing.T) {
 			t.Errorf("ParseAddr(%q) quotes the password: %v", bad, err)
 		}
 	}
+}
+
+// TestReplicasRefused: a cluster whose master has a replica answers every op
+// with ErrFailoverRisk unless allow-failover is given.
+func TestReplicasRefused(t *testing.T) {
+	nodes := redistest.StartCluster(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rep, err := redisproc.AddReplica(ctx, procs(nodes), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rep.Stop)
+	op := []transport.Op{{Kind: transport.Acquire, Key: "k", Value: "v", TTL: time.Second}}
+	for _, allow := range []bool{false, true} {
+		cfg, err := rediscluster.ParseAddr(addr(nodes) + map[bool]string{false: "", true: "?allow-failover=true"}[allow])
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := rediscluster.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The replica shows in the slot map once it has synced: poll.
+		for {
+			shards, _ := c.Shards(ctx)
+			reps := 0
+			for _, s := range shards {
+				reps += s.Replicas
+			}
+			if reps > 0 || ctx.Err() != nil {
+				break
+			}
+			c.Close()
+			if c, err = rediscluster.New(cfg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res := make([]transport.Result, 1)
+		_ = c.Do(ctx, op, res)
+		rel := []transport.Op{{Kind: transport.Release, Key: "k", Value: "v"}}
+		_ = c.Do(ctx, rel, make([]transport.Result, 1))
+		c.Close()
+		if allow {
+			if !res[0].OK {
+				t.Fatalf("with allow-failover: %+v, want granted", res[0])
+			}
+		} else if !errors.Is(res[0].Err, rediscluster.ErrFailoverRisk) {
+			t.Fatalf("without allow-failover: %+v, want ErrFailoverRisk", res[0])
+		}
+	}
+}
+
+func procs(c []*redistest.Server) []*redisproc.Server {
+	ps := make([]*redisproc.Server, len(c))
+	for i, s := range c {
+		ps[i] = s.Server
+	}
+	return ps
 }
