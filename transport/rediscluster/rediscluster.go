@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -448,10 +449,26 @@ func (t *Transport) refresh() {
 
 func buildTopo(tt radix.ClusterTopo, from string) (*topo, error) {
 	tp := &topo{replicas: map[string]int{}, from: from}
+	// A node that does not know its own address (a cluster of one node,
+	// which never met another) lists itself with an empty host: it is the
+	// node we asked.
+	fromHost, _, _ := net.SplitHostPort(from)
+	fix := func(addr string) string {
+		if h, p, err := net.SplitHostPort(addr); err == nil && (h == "" || h == "?") {
+			return net.JoinHostPort(fromHost, p)
+		}
+		return addr
+	}
+	for i := range tt {
+		tt[i].Addr, tt[i].SecondaryOfAddr = fix(tt[i].Addr), fix(tt[i].SecondaryOfAddr)
+	}
 	for _, n := range tt {
 		if n.SecondaryOfAddr != "" {
 			tp.replicas[n.SecondaryOfAddr]++
 			continue
+		}
+		if _, err := redis.ParseAddr(n.Addr); err != nil {
+			return nil, fmt.Errorf("%s: CLUSTER SLOTS lists master %q: %w", from, n.Addr, err)
 		}
 		if !slices.Contains(tp.masters, n.Addr) {
 			tp.masters = append(tp.masters, n.Addr)
@@ -487,7 +504,7 @@ func buildTopo(tt radix.ClusterTopo, from string) (*topo, error) {
 func (t *Transport) install(tp *topo) {
 	for _, m := range tp.masters {
 		if _, err := t.node(m); err != nil {
-			return
+			return // closed: masters were checked by buildTopo
 		}
 	}
 	t.mu.Lock()
@@ -511,11 +528,20 @@ func check(op *transport.Op) (int, error) {
 	if err := transport.Check(op); err != nil {
 		return 0, err
 	}
-	keys := opKeys(op)
-	if err := CheckKeys(keys, op.Kind == transport.AcquireFenced || op.Kind == transport.RaiseFence); err != nil {
+	fenced := op.Kind == transport.AcquireFenced || op.Kind == transport.RaiseFence
+	if len(op.Keys) < 2 {
+		// The common case, without building a key list.
+		if fenced {
+			if err := CheckFence(op.Key); err != nil {
+				return 0, fmt.Errorf("%w: %s: %w", transport.ErrInvalidOp, op.Kind, err)
+			}
+		}
+		return Slot(op.Key), nil
+	}
+	if err := CheckKeys(op.Keys, fenced); err != nil {
 		return 0, fmt.Errorf("%w: %s: %w", transport.ErrInvalidOp, op.Kind, err)
 	}
-	return Slot(keys[0]), nil
+	return Slot(op.Keys[0]), nil
 }
 
 func opKeys(op *transport.Op) []string {
@@ -653,10 +679,15 @@ func (t *Transport) send(ctx context.Context, parts []*part, ops []transport.Op,
 			}
 			return
 		}
-		sub := make([]transport.Op, len(p.idx))
-		res := make([]transport.Result, len(p.idx))
-		for j, i := range p.idx {
-			sub[j] = ops[i]
+		sub, res := ops, results
+		if len(p.idx) != len(ops) {
+			// Part of the batch: its own slices. (A part of every op is
+			// the whole batch, in order: it goes as it is.)
+			sub = make([]transport.Op, len(p.idx))
+			res = make([]transport.Result, len(p.idx))
+			for j, i := range p.idx {
+				sub[j] = ops[i]
+			}
 		}
 		if p.asking {
 			errs[pi] = n.DoAsking(ctx, sub, res)
@@ -665,7 +696,7 @@ func (t *Transport) send(ctx context.Context, parts []*part, ops []transport.Op,
 		}
 		for j, i := range p.idx {
 			results[i] = res[j]
-			if errors.Is(res[j].Err, transport.ErrUnavailable) {
+			if res[j].Err != nil && errors.Is(res[j].Err, transport.ErrUnavailable) {
 				// A master down may have failed over: read the map again.
 				t.refreshSoon()
 			}
@@ -697,6 +728,18 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 	}
 	refreshed := false
 	for _, p := range parts {
+		any := false
+		for _, i := range p.idx {
+			if results[i].Err != nil {
+				if _, ok := redirectOf(results[i].Err); ok {
+					any = true
+					break
+				}
+			}
+		}
+		if !any {
+			continue
+		}
 		ran := map[string]bool{}
 		resend := make([]bool, len(p.idx))
 		for j := len(p.idx) - 1; j >= 0; j-- {
