@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/transport/redis"
 	"github.com/quorumlock/redlock/transport/rediscluster"
 )
 
@@ -124,4 +126,33 @@ func printShards(w io.Writer, m masterStatus) {
 		}
 		fmt.Fprintf(w, "    shard %s: reachable %s, slots %d, replicas %d, quarantined %s%s\n", s.Addr, yesNo(s.Reachable), s.Slots, s.Replicas, quar, e)
 	}
+}
+
+// clusterRunConfig parses master i, a cluster, for redlock run, and
+// refuses a seed listed twice (here or as a master of its own).
+func clusterRunConfig(i int, addr string, seen map[string]int) (*rediscluster.Config, error) {
+	cfg, err := rediscluster.ParseAddr(addr)
+	if err != nil {
+		return nil, fmt.Errorf("master %d: %w", i+1, err)
+	}
+	for _, s := range cfg.Seeds {
+		id := strings.ToLower(s)
+		if j, dup := seen[id]; dup {
+			return nil, fmt.Errorf("masters %d and %d both name %s: a master counted twice would vote twice; list each once", j+1, i+1, id)
+		}
+		seen[id] = i
+	}
+	cfg.Node.OpTimeout = api.DefaultOptions().MasterTimeout
+	return &cfg, nil
+}
+
+// dialCluster is redis.Dial's counterpart for a cluster master of redlock
+// run: it waits for the slot map and the shards, and, when they are not
+// there yet, hands back a transport that keeps trying.
+func dialCluster(ctx context.Context, cfg rediscluster.Config) (*rediscluster.Transport, error) {
+	t, err := rediscluster.Dial(ctx, cfg)
+	if err != nil && !errors.Is(err, redis.ErrBadAddress) {
+		return rediscluster.New(cfg)
+	}
+	return t, err
 }

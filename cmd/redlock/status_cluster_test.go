@@ -39,3 +39,24 @@ func TestStatusCluster(t *testing.T) {
 		t.Fatalf("exit %d with a shard down, want 1 and the shard unreachable:\n%s", r.code, r.stdout)
 	}
 }
+
+// TestRunCluster: redlock run takes its lock over Redis Cluster masters
+// and releases it.
+func TestRunCluster(t *testing.T) {
+	var nodes []string
+	var all []*redistest.Server
+	for range 3 {
+		c := redistest.StartCluster(t, 2)
+		all = append(all, c...)
+		nodes = append(nodes, "redis+cluster://"+c[0].Addr+";"+c[1].Addr)
+	}
+	r := redlock(t, nil, "run", "--key", "cluster-run", "--nodes", strings.Join(nodes, ","), "--quarantine", "0", "--", "sh", "-c", "exit 3")
+	if r.code != 3 {
+		t.Fatalf("exit %d, want the command's 3:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, s := range all {
+		if s.DBSize(t) != 0 {
+			t.Errorf("%s still holds %v", s.Addr, s.Keys(t, "*"))
+		}
+	}
+}
