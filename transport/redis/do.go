@@ -573,19 +573,26 @@ func discardUnexpected(br resp.BufferedReader, o *resp.Opts) error {
 	return resp.ErrConnUsable{Err: errUnexpectedReply}
 }
 
+// ClusterFencePrefix starts the fencing counter's name of a key without a
+// hash tag on a Redis Cluster (ClusterFenceKey). Lock keys on a cluster must
+// not start with it.
+const ClusterFencePrefix = "redlock-fence{"
+
 // ClusterFenceKey is the name of key's fencing counter on a Redis Cluster:
 // in key's slot, so that the fenced scripts, which touch both, run on one
 // shard. A key with a hash tag keeps transport.FenceKey(key), the
 // single-server name (the prefix has no braces, so the counter shares the
-// key's tag); any other key's counter is transport.FencePrefix + "{" + key +
-// "}", whose tag is the whole key. That holds unless the key has a '}' and
-// no tag: such a key cannot be fenced on a cluster (the cluster transport
-// refuses it).
+// key's tag). Any other key's counter is ClusterFencePrefix + key + "}",
+// whose tag is the whole key: a prefix of its own, since every name
+// transport.FencePrefix + "{...}" is already the counter of the tagged key
+// "{...}" (the counters of "k" and "{k}" would be one). That holds unless the
+// key has a '}' and no tag: such a key cannot be fenced on a cluster (the
+// cluster transport refuses it).
 func ClusterFenceKey(key string) string {
 	if HasHashTag(key) {
 		return transport.FenceKey(key)
 	}
-	return transport.FencePrefix + "{" + key + "}"
+	return ClusterFencePrefix + key + "}"
 }
 
 // HasHashTag reports whether key has a Redis Cluster hash tag: a '{'

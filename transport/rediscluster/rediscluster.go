@@ -61,6 +61,15 @@ func Slot(key string) int { return int(radix.ClusterSlot([]byte(key))) }
 // (redis.ClusterFenceKey): in key's slot.
 func FenceKey(key string) string { return redis.ClusterFenceKey(key) }
 
+// checkKey reports why key cannot be a lock key on a cluster: one that
+// could be a fencing counter's name.
+func checkKey(key string) error {
+	if strings.HasPrefix(key, redis.ClusterFencePrefix) {
+		return fmt.Errorf("key %q starts with %q, the prefix of fencing counters on a cluster; choose another name", key, redis.ClusterFencePrefix)
+	}
+	return nil
+}
+
 // CheckFence reports why key cannot be fenced on a cluster, or nil.
 func CheckFence(key string) error {
 	if !redis.HasHashTag(key) && strings.Contains(key, "}") {
@@ -74,6 +83,11 @@ func CheckFence(key string) error {
 // shard), or a fenced key whose counter cannot share its slot. The engine
 // calls it before it sends anything, so that the caller gets the reason.
 func CheckKeys(keys []string, fenced bool) error {
+	for _, k := range keys {
+		if err := checkKey(k); err != nil {
+			return err
+		}
+	}
 	if fenced {
 		for _, k := range keys {
 			if err := CheckFence(k); err != nil {
@@ -531,6 +545,9 @@ func check(op *transport.Op) (int, error) {
 	fenced := op.Kind == transport.AcquireFenced || op.Kind == transport.RaiseFence
 	if len(op.Keys) < 2 {
 		// The common case, without building a key list.
+		if err := checkKey(op.Key); err != nil {
+			return 0, fmt.Errorf("%w: %s: %w", transport.ErrInvalidOp, op.Kind, err)
+		}
 		if fenced {
 			if err := CheckFence(op.Key); err != nil {
 				return 0, fmt.Errorf("%w: %s: %w", transport.ErrInvalidOp, op.Kind, err)

@@ -141,7 +141,7 @@ func TestBatchAcrossShards(t *testing.T) {
 			t.Fatalf("%q on node %d, its slot's owner is %d", k, got, want)
 		}
 		fk := rediscluster.FenceKey(k)
-		if fk != "redlock-fence:{"+k+"}" || rediscluster.Slot(fk) != rediscluster.Slot(k) {
+		if fk != "redlock-fence{"+k+"}" || rediscluster.Slot(fk) != rediscluster.Slot(k) {
 			t.Fatalf("FenceKey(%q) = %q, slot %d, key's slot %d", k, fk, rediscluster.Slot(fk), rediscluster.Slot(k))
 		}
 		if got := owner(t, nodes, fk); got != want {
@@ -168,6 +168,13 @@ func TestFenceKeyTagged(t *testing.T) {
 	}
 	if err := rediscluster.CheckFence("a}b"); err == nil {
 		t.Error("CheckFence(a}b) = nil: its counter cannot share its slot")
+	}
+	// A key and the same key in braces are two locks with two counters.
+	if rediscluster.FenceKey("k") == rediscluster.FenceKey("{k}") {
+		t.Errorf("FenceKey(k) = FenceKey({k}) = %q", rediscluster.FenceKey("k"))
+	}
+	if err := rediscluster.CheckKeys([]string{rediscluster.FenceKey("k")}, false); err == nil {
+		t.Errorf("a lock key named like a counter, %q, is accepted", rediscluster.FenceKey("k"))
 	}
 }
 
