@@ -54,8 +54,36 @@ var ErrFailoverRisk = errors.New("cluster masters have replicas that may fail ov
 var ErrCrossSlot = errors.New("keys in different cluster slots")
 
 // Slot is the cluster hash slot of key (CRC16 of its hash tag, or of the
-// whole key when it has none).
-func Slot(key string) int { return int(radix.ClusterSlot([]byte(key))) }
+// whole key when it has none), as radix.ClusterSlot computes it, over the
+// string itself: converting each key to []byte cost an allocation per op.
+func Slot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for k := 0; k < len(key); k++ {
+		crc = crc<<8 ^ crcTable[byte(crc>>8)^key[k]]
+	}
+	return int(crc % Slots)
+}
+
+// crcTable is CRC16-CCITT (XMODEM, polynomial 0x1021), Redis Cluster's.
+var crcTable = func() (t [256]uint16) {
+	for i := range t {
+		c := uint16(i) << 8
+		for range 8 {
+			if c&0x8000 != 0 {
+				c = c<<1 ^ 0x1021
+			} else {
+				c <<= 1
+			}
+		}
+		t[i] = c
+	}
+	return t
+}()
 
 // FenceKey is the name of key's fencing counter on a cluster
 // (redis.ClusterFenceKey): in key's slot.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mediocregopher/radix/v4"
 	"go.uber.org/goleak"
 
 	"github.com/quorumlock/redlock/internal/redisproc"
@@ -289,4 +290,21 @@ func procs(c []*redistest.Server) []*redisproc.Server {
 		ps[i] = s.Server
 	}
 	return ps
+}
+
+// TestSlotMatchesRadix checks Slot against radix's (and so Redis's) on keys
+// with and without hash tags; TestBatchAcrossShards checks it against
+// CLUSTER KEYSLOT.
+func TestSlotMatchesRadix(t *testing.T) {
+	for _, k := range []string{"", "a", "b", "foo", "{user1000}.following", "{}x", "x{}{y}", "a{b", "a}b{c}", "123456789", strings.Repeat("k", 300)} {
+		if got, want := rediscluster.Slot(k), int(radix.ClusterSlot([]byte(k))); got != want {
+			t.Errorf("Slot(%q) = %d, radix says %d", k, got, want)
+		}
+	}
+	if rediscluster.Slot("123456789") != 0x31C3%16384 {
+		t.Errorf("CRC16 check value: Slot(123456789) = %d", rediscluster.Slot("123456789"))
+	}
+	if n := testing.AllocsPerRun(100, func() { rediscluster.Slot("redlock-bench:a-long-key-beyond-32-bytes:12345") }); n != 0 {
+		t.Errorf("Slot allocates %v times", n)
+	}
 }
