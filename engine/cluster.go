@@ -38,11 +38,13 @@ type keyChecker interface {
 }
 
 func (e *Engine) checkKeys(key string, keys []string, fenced bool) error {
-	if keys == nil {
-		keys = []string{key}
-	}
 	for i, t := range e.transports {
 		if kc, ok := t.(keyChecker); ok {
+			if keys == nil {
+				// Built only when some master asks: the common engine
+				// has none, and a Lock costs it no allocation here.
+				keys = []string{key}
+			}
 			if err := kc.CheckKeys(keys, fenced); err != nil {
 				return fmt.Errorf("%w: master %s: %w", api.ErrInvalidArgument, e.names[i], err)
 			}
