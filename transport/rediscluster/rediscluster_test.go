@@ -308,3 +308,109 @@ func TestSlotMatchesRadix(t *testing.T) {
 		t.Errorf("Slot allocates %v times", n)
 	}
 }
+
+// TestRedirects moves a key's slot under a transport that has the old slot
+// map: while the slot is half moved, an acquire of a key the source lacks
+// follows ASK to the target, and one of a key the source still has is
+// answered "held" by the source; once moved, MOVED is followed.
+func TestRedirects(t *testing.T) {
+	nodes := redistest.StartCluster(t, 2)
+	c := open(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	held, fresh := "{r}:held", "{r}:fresh"
+	slot := rediscluster.Slot(held)
+	do := func(ops ...transport.Op) []transport.Result {
+		res := make([]transport.Result, len(ops))
+		if err := c.Do(ctx, ops, res); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	acq := func(k, v string) transport.Op {
+		return transport.Op{Kind: transport.Acquire, Key: k, Value: v, TTL: 10 * time.Second}
+	}
+	if r := do(acq(held, "a")); !r[0].OK {
+		t.Fatalf("first acquire: %+v", r[0])
+	}
+	ps := procs(nodes)
+	src, err := redisproc.SlotOwner(ctx, ps, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := 1 - src
+	srcID, _ := redisproc.NodeID(ctx, ps[src])
+	dstID, _ := redisproc.NodeID(ctx, ps[dst])
+	sl := fmt.Sprint(slot)
+	nodes[dst].Do(t, nil, "CLUSTER", "SETSLOT", sl, "IMPORTING", srcID)
+	nodes[src].Do(t, nil, "CLUSTER", "SETSLOT", sl, "MIGRATING", dstID)
+
+	r := do(acq(held, "b"), acq(fresh, "b"))
+	if r[0].OK || r[0].Err != nil {
+		t.Fatalf("acquire of a key the source holds, mid-migration: %+v, want a plain no", r[0])
+	}
+	if !r[1].OK {
+		t.Fatalf("acquire of a fresh key, mid-migration: %+v, want granted by the target", r[1])
+	}
+	// Read with ASKING: the target does not own the slot yet.
+	conn := nodes[dst].Client(t)
+	var v string
+	if err := conn.Do(ctx, radix.Cmd(nil, "ASKING")); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Do(ctx, radix.Cmd(&v, "GET", fresh)); err != nil || v != "b" {
+		t.Fatalf("the fresh key on the target: %q, %v; want b", v, err)
+	}
+	if _, a := c.Redirects(); a == 0 {
+		t.Fatal("no op followed ASK")
+	}
+	// Finish the move: the held key goes over, and the slot with it.
+	nodes[src].Do(t, nil, "MIGRATE", "127.0.0.1", fmt.Sprint(nodes[dst].Port), "", "0", "5000", "KEYS", held)
+	for _, n := range []int{dst, src} {
+		nodes[n].Do(t, nil, "CLUSTER", "SETSLOT", sl, "NODE", dstID)
+	}
+	r = do(acq(held, "c"), transport.Op{Kind: transport.Release, Key: held, Value: "a"}, transport.Op{Kind: transport.Release, Key: fresh, Value: "b"})
+	if r[0].OK || r[0].Err != nil || !r[1].OK || !r[2].OK {
+		t.Fatalf("after the move: %+v, want held refused, both released", r)
+	}
+	if m, _ := c.Redirects(); m == 0 {
+		t.Fatal("no op followed MOVED")
+	}
+}
+
+// TestShardRestartMovesEpoch: a shard restarted (empty) changes the
+// cluster's epoch once the transport reconnects, and its run id.
+func TestShardRestartMovesEpoch(t *testing.T) {
+	nodes := redistest.StartCluster(t, 2)
+	c := open(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	e0 := c.Epoch()
+	si0, err := c.ServerInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes[1].Restart(t)
+	if err := redisproc.WaitClusterOK(ctx, procs(nodes)); err != nil {
+		t.Fatal(err)
+	}
+	for c.Epoch() == e0 {
+		// The old connection breaks on the next use; the transport then
+		// reconnects in the background.
+		res := make([]transport.Result, 1)
+		_ = c.Do(ctx, []transport.Op{{Kind: transport.Release, Key: "k", Value: "v"}}, res)
+		if ctx.Err() != nil {
+			t.Fatal("the epoch never moved after a shard restart")
+		}
+	}
+	si1, err := c.ServerInfo(ctx)
+	for err != nil && ctx.Err() == nil {
+		si1, err = c.ServerInfo(ctx)
+	}
+	if si1.RunID == si0.RunID {
+		t.Fatalf("the cluster's run id %q did not change with a shard's restart", si1.RunID)
+	}
+	if si1.Uptime > 2*time.Second {
+		t.Fatalf("uptime %v: want the restarted shard's, the least", si1.Uptime)
+	}
+}
