@@ -394,11 +394,18 @@ func TestShardRestartMovesEpoch(t *testing.T) {
 	if err := redisproc.WaitClusterOK(ctx, procs(nodes)); err != nil {
 		t.Fatal(err)
 	}
+	// A key of the restarted shard's slots: its old connection breaks on
+	// the next use, and the transport reconnects in the background.
+	key := "k"
+	for i := 0; ; i++ {
+		key = fmt.Sprintf("k%d", i)
+		if lo, hi := redisproc.SlotRange(1, 2); rediscluster.Slot(key) >= lo && rediscluster.Slot(key) <= hi {
+			break
+		}
+	}
 	for c.Epoch() == e0 {
-		// The old connection breaks on the next use; the transport then
-		// reconnects in the background.
 		res := make([]transport.Result, 1)
-		_ = c.Do(ctx, []transport.Op{{Kind: transport.Release, Key: "k", Value: "v"}}, res)
+		_ = c.Do(ctx, []transport.Op{{Kind: transport.Release, Key: key, Value: "v"}}, res)
 		if ctx.Err() != nil {
 			t.Fatal("the epoch never moved after a shard restart")
 		}
