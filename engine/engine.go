@@ -26,6 +26,7 @@ import (
 	"github.com/quorumlock/redlock/transport"
 	"github.com/quorumlock/redlock/transport/memory"
 	"github.com/quorumlock/redlock/transport/redis"
+	"github.com/quorumlock/redlock/transport/rediscluster"
 )
 
 // Engine implements api.Locker over N masters.
@@ -54,7 +55,10 @@ type Engine struct {
 var _ api.Locker = (*Engine)(nil)
 
 // New starts an engine over Redis masters given as "host:port",
-// "redis://[user:password@]host:port[/db]" or "rediss://..." (TLS). It asks
+// "redis://[user:password@]host:port[/db]" or "rediss://..." (TLS), or
+// Redis Clusters given as "redis+cluster://[user:password@]host:port,host:port"
+// ("rediss+cluster://" for TLS; see transport/rediscluster), each cluster
+// one master. It asks
 // every master for its run id, for at most the master timeout (and at least
 // a second), and refuses masters that are one redis-server under two names
 // or database numbers. It does not wait for masters beyond that: one that
@@ -69,8 +73,17 @@ func New(masters []string, opts ...api.Option) (*Engine, error) {
 		return nil, newErr(fmt.Errorf("%w: no masters: give at least one (five independent ones are the reference setup)", api.ErrInvalidArgument))
 	}
 	cfgs := make([]redis.Config, len(masters))
+	clusters := make([]*rediscluster.Config, len(masters))
 	seen := make(map[string]int, len(masters))
 	for i, addr := range masters {
+		if rediscluster.IsAddr(addr) {
+			id, err := clusterConfig(i, addr, o, clusters, seen)
+			if err != nil {
+				return nil, newErr(err)
+			}
+			seen[id] = i
+			continue
+		}
 		cfg, err := redis.ParseAddr(addr)
 		if err != nil {
 			return nil, newErr(fmt.Errorf("%w: master %d: %w", api.ErrInvalidArgument, i+1, err))
@@ -84,8 +97,14 @@ func New(masters []string, opts ...api.Option) (*Engine, error) {
 		cfgs[i] = cfg
 	}
 	ts := make([]transport.Transport, 0, len(cfgs))
-	for _, cfg := range cfgs {
-		t, err := redis.New(cfg)
+	for i, cfg := range cfgs {
+		var t transport.Transport
+		var err error
+		if clusters[i] != nil {
+			t, err = rediscluster.New(*clusters[i])
+		} else {
+			t, err = redis.New(cfg)
+		}
 		if err != nil {
 			closeAll(ts)
 			return nil, newErr(fmt.Errorf("%w: %w", api.ErrInvalidArgument, err))
@@ -412,6 +431,9 @@ func (e *Engine) acquireMode(ctx context.Context, op, key string, keys []string,
 	}
 	if err == nil && o.Fencing && e.lacking[transport.Fencing] != nil {
 		err = refuse(e.lacking, transport.Fencing)
+	}
+	if err == nil {
+		err = e.checkKeys(key, keys, o.Fencing)
 	}
 	if err != nil {
 		return nil, &api.Error{Op: op, Key: key, Err: err}

@@ -26,6 +26,7 @@ import (
 	"github.com/quorumlock/redlock/internal/check"
 	"github.com/quorumlock/redlock/transport"
 	"github.com/quorumlock/redlock/transport/redis"
+	"github.com/quorumlock/redlock/transport/rediscluster"
 )
 
 func init() { register(newRunCmd) }
@@ -246,8 +247,17 @@ const dialTimeout = 2 * time.Second
 // now gets a transport that keeps reconnecting in the background.
 func openRunEngine(ctx context.Context, o runOptions) (*engine.Engine, error) {
 	cfgs := make([]redis.Config, len(o.Nodes))
+	clusters := make([]*rediscluster.Config, len(o.Nodes))
 	seen := make(map[string]int, len(o.Nodes))
 	for i, addr := range o.Nodes {
+		if rediscluster.IsAddr(addr) {
+			c, err := clusterRunConfig(i, addr, seen)
+			if err != nil {
+				return nil, err
+			}
+			clusters[i] = c
+			continue
+		}
 		cfg, err := redis.ParseAddr(addr)
 		if err != nil {
 			return nil, fmt.Errorf("master %d: %w", i+1, err)
@@ -267,6 +277,10 @@ func openRunEngine(ctx context.Context, o runOptions) (*engine.Engine, error) {
 		wg.Go(func() {
 			dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 			defer cancel()
+			if clusters[i] != nil {
+				ts[i], errs[i] = dialCluster(dctx, *clusters[i])
+				return
+			}
 			t, err := redis.Dial(dctx, cfg)
 			if err != nil && !errors.Is(err, redis.ErrBadAddress) {
 				t, err = redis.New(cfg) // down for now: keep trying

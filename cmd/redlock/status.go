@@ -16,6 +16,7 @@ import (
 
 	"github.com/quorumlock/redlock/api"
 	"github.com/quorumlock/redlock/transport/redis"
+	"github.com/quorumlock/redlock/transport/rediscluster"
 )
 
 func init() { register(newStatusCmd) }
@@ -67,7 +68,7 @@ setup error.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&nodes, "nodes", "", "comma-separated Redis masters (host:port, redis://[user:pass@]host:port[/db], rediss://...); default $"+nodesEnv)
+	f.StringVar(&nodes, "nodes", "", "comma-separated Redis masters (host:port, redis://[user:pass@]host:port[/db], rediss://..., or a Redis Cluster as redis+cluster://host:port[;host:port...]); default $"+nodesEnv)
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object instead of the table")
 	f.DurationVar(&o.Quarantine, "quarantine", o.Quarantine, "restart quarantine: a master up for less does not vote; 0 for none")
 	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long each master may take to connect and answer")
@@ -88,6 +89,12 @@ func (o *statusOptions) validate() error {
 	}
 	seen := make(map[string]int, len(o.Nodes))
 	for i, addr := range o.Nodes {
+		if rediscluster.IsAddr(addr) {
+			if _, err := rediscluster.ParseAddr(addr); err != nil {
+				return fmt.Errorf("master %d: %w", i+1, err)
+			}
+			continue
+		}
 		cfg, err := redis.ParseAddr(addr)
 		if err != nil {
 			return fmt.Errorf("master %d: %w", i+1, err)
@@ -118,6 +125,11 @@ type masterStatus struct {
 	UptimeS     int64   `json:"uptime_s"`
 	Quarantined bool    `json:"quarantined"`
 	Error       string  `json:"error"`
+	// A Redis Cluster master (redis+cluster://): its shards, its replicas,
+	// and whether it is refused for them (status_cluster.go).
+	Shards       []shardStatus `json:"shards,omitempty"`
+	Replicas     int           `json:"replicas,omitempty"`
+	FailoverRisk bool          `json:"failover_risk,omitempty"`
 
 	rtt, uptime, votesIn time.Duration
 	known                bool // run_id and uptime were read
@@ -164,6 +176,9 @@ func checkMasters(ctx context.Context, o statusOptions) *statusReport {
 
 // checkMaster connects to one master, PINGs it and reads INFO server.
 func checkMaster(ctx context.Context, addr string, o statusOptions) masterStatus {
+	if rediscluster.IsAddr(addr) {
+		return checkCluster(ctx, addr, o)
+	}
 	cfg, err := redis.ParseAddr(addr) // validated already
 	m := masterStatus{Addr: cfg.Addr}
 	if err != nil {
@@ -221,6 +236,9 @@ func printStatus(w io.Writer, rep *statusReport, o statusOptions) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Addr, yesNo(m.Reachable), rtt, runID, uptime, quar, oneLine(errors.New(m.Error)))
 	}
 	tw.Flush()
+	for _, m := range rep.Masters {
+		printShards(w, m)
+	}
 	verdict := "healthy"
 	if !rep.Healthy {
 		verdict = "NOT healthy"

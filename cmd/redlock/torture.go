@@ -128,11 +128,18 @@ redis-server), 130 when interrupted.`,
   redlock torture --no-quarantine --schedule split-brain --duration 20s
 
   # the clock negative control: masters 30% fast, far past the allowance
-  redlock torture --faults clock-drift --clock-drift 30% --duration 20s`,
+  redlock torture --faults clock-drift --clock-drift 30% --duration 20s
+
+  # five Redis Clusters of three shards as the masters, with reshards and
+  # shard restarts
+  redlock torture --cluster-shards 3 --duration 5m`,
 		Args: flagsOnly("torture"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Faults = splitFaults(faults)
 			cfg.Workloads = splitFaults(workloads)
+			if cfg.ClusterShards > 0 && !cmd.Flags().Changed("faults") {
+				cfg.Faults = slices.Clone(torture.ClusterKinds)
+			}
 			cfg.Quarantine = !noQuarantine
 			d, err := parseRate(clockDrift)
 			if err != nil {
@@ -178,6 +185,7 @@ redis-server), 130 when interrupted.`,
 	f.StringVar(&clockDrift, "clock-drift", strconv.FormatFloat(100*cfg.ClockDrift, 'g', -1, 64)+"%", `how fast clock-drift faults make a master's clock run: "0.5%" or 0.005`)
 	f.DurationVar(&cfg.ProgressEvery, "progress", cfg.ProgressEvery, "print progress to stderr this often (0: never)")
 	f.IntVar(&cfg.MaxListed, "max-listed", cfg.MaxListed, "violations listed in the report (all are counted)")
+	f.IntVar(&cfg.ClusterShards, "cluster-shards", 0, "make each master a Redis Cluster of this many shards, with the faults "+strings.Join(torture.ClusterKinds, ",")+" (reshard: a lock key's slot moves to another shard while clients contend)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of the report")
 	f.StringVar(&engineLog, "engine-log", "", "write the engines' warnings (restarts seen, quarantines) to this file")
 	f.SortFlags = false
@@ -263,12 +271,16 @@ func printTorture(w io.Writer, r *torture.Report) {
 	if !r.Quarantine {
 		q = "OFF"
 	}
-	fmt.Fprintf(w, "redlock torture: %d redis-server masters (quorum %d), %d engines × %d clients, %d keys, ttl %v, restart quarantine %s\n",
-		r.Masters, r.Quorum, r.Engines, r.Clients, r.Keys, ttl, q)
+	masters := "redis-server masters"
+	if r.ClusterShards > 0 {
+		masters = fmt.Sprintf("Redis Cluster masters of %d shards", r.ClusterShards)
+	}
+	fmt.Fprintf(w, "redlock torture: %d %s (quorum %d), %d engines × %d clients, %d keys, ttl %v, restart quarantine %s\n",
+		r.Masters, masters, r.Quorum, r.Engines, r.Clients, r.Keys, ttl, q)
 	fmt.Fprintf(w, "seed %d, schedule %s, %.1fs\n\n", r.Seed, r.Schedule, r.DurationS)
 	// Faults in the order of the kinds, then the breakdown.
 	var faults []string
-	for _, k := range torture.Kinds {
+	for _, k := range append(slices.Clone(torture.Kinds), torture.Reshard) {
 		if n, ok := r.Faults[k]; ok {
 			faults = append(faults, k+" "+num(n))
 		}

@@ -70,6 +70,10 @@ type Server struct {
 	starts  int
 	logPath string
 	stopped bool
+
+	// BusPort is the Redis Cluster bus port of a cluster node (StartCluster),
+	// 0 for a standalone server. A restart keeps it: the other nodes know it.
+	BusPort int
 }
 
 type process struct {
@@ -181,6 +185,7 @@ func (s *Server) startLocked(ctx context.Context) error {
 		"--dir", s.dir,
 		"--logfile", "", // to stdout, which is our log file
 	)
+	cmd.Args = append(cmd.Args, s.clusterArgs()...)
 	// Files, not buffers: with an *os.File exec starts no copying
 	// goroutines, and the log survives for error messages.
 	cmd.Stdout, cmd.Stderr = logf, logf

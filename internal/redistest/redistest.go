@@ -144,3 +144,25 @@ func (s *Server) PTTL(t testing.TB, key string) int64 {
 	s.Do(t, &ms, "PTTL", key)
 	return ms
 }
+
+// StartCluster starts a Redis Cluster of shards masters (no replicas) on
+// loopback ports and waits until it reports cluster_state:ok everywhere.
+// t.Cleanup kills every node.
+func StartCluster(t testing.TB, shards int) []*Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	procs, err := redisproc.StartCluster(ctx, shards)
+	if errors.Is(err, redisproc.ErrNotFound) {
+		t.Fatalf("redistest: redis-server is not on PATH (%v)", err)
+	}
+	if err != nil {
+		t.Fatalf("redistest: starting a cluster of %d shards: %v", shards, err)
+	}
+	t.Cleanup(func() { redisproc.StopAll(procs) })
+	servers := make([]*Server, shards)
+	for i, p := range procs {
+		servers[i] = &Server{p}
+	}
+	return servers
+}

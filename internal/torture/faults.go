@@ -23,7 +23,7 @@ import (
 func (r *run) schedule(ctx context.Context) {
 	rng := r.rngFor(0xfa17)
 	var kinds []string
-	for _, k := range Kinds {
+	for _, k := range append(slices.Clone(Kinds), Reshard) {
 		if r.cfg.has(k) {
 			kinds = append(kinds, k)
 		}
@@ -41,7 +41,12 @@ func (r *run) schedule(ctx context.Context) {
 			r.kill(ctx, rng, r.quorum, true)
 			continue
 		}
-		switch kinds[rng.IntN(len(kinds))] {
+		kind := kinds[rng.IntN(len(kinds))]
+		if r.cl != nil {
+			r.clusterFault(ctx, rng, kind)
+			continue
+		}
+		switch kind {
 		case Kill:
 			r.kill(ctx, rng, r.howMany(rng, 0.2, 0.25), rng.Float64() < 0.5)
 		case Pause:

@@ -144,6 +144,9 @@ type Config struct {
 	// Workloads are what the clients do, dealt to them in turn (see
 	// AllWorkloads); empty means mutex only.
 	Workloads []string
+	// ClusterShards, when above 0, makes each master a Redis Cluster of this
+	// many shards (cluster.go), with the faults of ClusterKinds.
+	ClusterShards int
 }
 
 // DefaultConfig is the configuration of a plain `redlock torture`.
@@ -201,7 +204,7 @@ func (c *Config) Validate() error {
 	}
 	seen := map[string]bool{}
 	for _, f := range c.Faults {
-		if !slices.Contains(Kinds, f) {
+		if !slices.Contains(Kinds, f) && f != Reshard {
 			return fmt.Errorf("--faults: unknown fault %q; want a comma-separated list of %v (or none)", f, Kinds)
 		}
 		if seen[f] {
@@ -213,6 +216,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.validatePause(); err != nil {
+		return err
+	}
+	if err := c.validateCluster(); err != nil {
 		return err
 	}
 	if c.Schedule == SplitBrain && !seen[Kill] {
@@ -238,6 +244,7 @@ type Report struct {
 	Quarantine    bool     `json:"quarantine"`
 	QuarantineMS  float64  `json:"quarantine_ms,omitempty"`
 	Masters       int      `json:"masters"`
+	ClusterShards int      `json:"cluster_shards,omitempty"`
 	Quorum        int      `json:"quorum"`
 	Engines       int      `json:"engines"`
 	Clients       int      `json:"clients"`
@@ -324,6 +331,7 @@ type run struct {
 
 	holds chan holdEvent // long sections beginning, for targeted kills
 	pz    *pauser        // client-pause workers and resource; nil without
+	cl    *clusterRun    // cluster runs (Config.ClusterShards); nil without
 
 	mu          sync.Mutex
 	faults      map[string]int64
@@ -380,6 +388,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 func (r *run) setup(ctx context.Context) error {
+	if r.cfg.ClusterShards > 0 {
+		return r.setupCluster(ctx)
+	}
 	servers, err := redisproc.Start(ctx, Masters)
 	if err != nil {
 		return fmt.Errorf("%w: starting %d redis-server masters: %w", ErrSetup, Masters, err)
@@ -481,10 +492,12 @@ func (r *run) teardown() {
 	}
 	redisproc.StopAll(r.servers)
 	redisproc.StopAll(r.spares)
+	r.stopCluster()
 }
 
 // healAll ends every fault in progress.
 func (r *run) healAll() {
+	r.healCluster()
 	for i, s := range r.servers {
 		r.serverMu[i].Lock()
 		if s.Paused() {
@@ -597,6 +610,7 @@ func (r *run) report(h history.History, vs []history.Violation, elapsed time.Dur
 		Schedule:      r.cfg.Schedule,
 		Quarantine:    r.cfg.Quarantine,
 		Masters:       Masters,
+		ClusterShards: r.cfg.ClusterShards,
 		Quorum:        r.quorum,
 		Engines:       r.cfg.Engines,
 		Clients:       r.cfg.Clients,

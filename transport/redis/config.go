@@ -64,6 +64,12 @@ type Config struct {
 	// (the default) writes each batch at once, which suits the engine's
 	// already batched traffic.
 	WriteFlushInterval time.Duration
+
+	// ClusterFenceKeys names fencing counters with ClusterFenceKey rather
+	// than transport.FenceKey, so that each lands in its key's Redis
+	// Cluster slot. The cluster transport (transport/rediscluster) sets it
+	// on its nodes; a single server keeps the names it always had.
+	ClusterFenceKeys bool
 }
 
 // ParseAddr validates an address (see Config.Addr) and returns a Config with

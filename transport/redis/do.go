@@ -18,6 +18,18 @@ import (
 // Do sends the valid ops as one pipeline and fills results. Invalid ops get
 // their transport.Check error and are not sent.
 func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transport.Result) error {
+	return t.do(ctx, ops, results, false)
+}
+
+// DoAsking is Do with every op preceded by ASKING: the Redis Cluster
+// redirection for a key of a slot being imported by this node (an ASK
+// reply elsewhere). ASKING holds for the next command only, and a batch is
+// one contiguous write on the connection, so each op gets its own.
+func (t *Transport) DoAsking(ctx context.Context, ops []transport.Op, results []transport.Result) error {
+	return t.do(ctx, ops, results, true)
+}
+
+func (t *Transport) do(ctx context.Context, ops []transport.Op, results []transport.Result, asking bool) error {
 	if len(results) != len(ops) {
 		err := fmt.Errorf("%w: %d ops but %d results", transport.ErrInvalidOp, len(ops), len(results))
 		return transport.Fail(results[:min(len(ops), len(results))], err)
@@ -51,6 +63,7 @@ func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transp
 	defer cancel()
 
 	b := getBatch(n)
+	b.asking, b.clusterFence = asking, t.cfg.ClusterFenceKeys
 	for i := range ops {
 		if results[i].Err == nil {
 			b.add(&ops[i], i)
@@ -64,6 +77,9 @@ func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transp
 	for j := range b.replies {
 		i := b.index[j]
 		r := &b.replies[j]
+		if i < 0 {
+			continue // ASKING's +OK
+		}
 		if r.err != nil && isNoScript(r.err) {
 			b.retry = append(b.retry, i)
 			continue
@@ -144,6 +160,9 @@ func (t *Transport) keepOrder(b *batch, ops []transport.Op, results []transport.
 	retry := b.retry
 	for j := len(b.replies) - 1; j >= 0; j-- {
 		i := b.index[j]
+		if i < 0 {
+			continue // ASKING
+		}
 		if len(retry) > 0 && retry[len(retry)-1] == i {
 			retry = retry[:len(retry)-1]
 			if touches(&ops[i], ran) {
@@ -222,6 +241,11 @@ type batch struct {
 	retry   []int
 	done    chan error
 
+	// asking precedes each op with ASKING (DoAsking); clusterFence names
+	// the fencing counters with ClusterFenceKey (Config.ClusterFenceKeys).
+	asking       bool
+	clusterFence bool
+
 	// The engine uses few distinct ttls, so the last one's decimal form is
 	// kept rather than formatted per op.
 	ttlMS  int64
@@ -242,6 +266,7 @@ const (
 func getBatch(n int) *batch {
 	b := batchPool.Get().(*batch)
 	b.reset(n)
+	b.asking, b.clusterFence = false, false
 	return b
 }
 
@@ -278,6 +303,10 @@ func (b *batch) UnmarshalRESP(br resp.BufferedReader, o *resp.Opts) error {
 
 // add appends op, which is valid, as one command answering ops[i].
 func (b *batch) add(op *transport.Op, i int) {
+	if b.asking {
+		b.push(-1, formNone)
+		b.buf = append(b.buf, cmdAsking...)
+	}
 	if len(op.Keys) > 1 {
 		b.addMulti(op, i)
 		return
@@ -309,13 +338,13 @@ func (b *batch) add(op *transport.Op, i int) {
 		b.push(i, formToken)
 		b.buf = appendEvalSHA(b.buf, scriptAcquireFenced, 2, 2)
 		b.buf = appendBulk(b.buf, op.Key)
-		b.buf = appendFenceKey(b.buf, op.Key)
+		b.buf = b.appendFenceKey(op.Key)
 		b.buf = appendBulk(b.buf, op.Value)
 		b.buf = b.appendTTL(op)
 	case transport.RaiseFence:
 		b.push(i, formFlag)
 		b.buf = appendEvalSHA(b.buf, scriptRaiseFence, 1, 2)
-		b.buf = appendFenceKey(b.buf, op.Key)
+		b.buf = b.appendFenceKey(op.Key)
 		var n [20]byte
 		b.buf = appendBulk(b.buf, strconv.AppendInt(n[:0], op.Token, 10))
 		b.buf = appendBulk(b.buf, op.Value)
@@ -369,7 +398,15 @@ var (
 	argsNXPX   = appendBulk(appendBulk(nil, "NX"), "PX")
 	cmdRelease = appendEvalSHA(nil, scriptRelease, 1, 1)
 	cmdExtend  = appendEvalSHA(nil, scriptExtend, 1, 2)
+	cmdAsking  = appendBulk(appendHeader(nil, 1), "ASKING")
 )
+
+func (b *batch) appendFenceKey(key string) []byte {
+	if b.clusterFence {
+		return appendBulk(b.buf, ClusterFenceKey(key))
+	}
+	return appendFenceKey(b.buf, key)
+}
 
 // appendEvalSHA appends the head of EVALSHA sha numkeys, for a command
 // that then carries keys keys and argv arguments.
@@ -525,4 +562,37 @@ func discardUnexpected(br resp.BufferedReader, o *resp.Opts) error {
 		return err
 	}
 	return resp.ErrConnUsable{Err: errUnexpectedReply}
+}
+
+// ClusterFencePrefix starts the fencing counter's name of a key without a
+// hash tag on a Redis Cluster (ClusterFenceKey). Lock keys on a cluster must
+// not start with it.
+const ClusterFencePrefix = "redlock-fence{"
+
+// ClusterFenceKey is the name of key's fencing counter on a Redis Cluster:
+// in key's slot, so that the fenced scripts, which touch both, run on one
+// shard. A key with a hash tag keeps transport.FenceKey(key), the
+// single-server name (the prefix has no braces, so the counter shares the
+// key's tag). Any other key's counter is ClusterFencePrefix + key + "}",
+// whose tag is the whole key: a prefix of its own, since every name
+// transport.FencePrefix + "{...}" is already the counter of the tagged key
+// "{...}" (the counters of "k" and "{k}" would be one). That holds unless the
+// key has a '}' and no tag: such a key cannot be fenced on a cluster (the
+// cluster transport refuses it).
+func ClusterFenceKey(key string) string {
+	if HasHashTag(key) {
+		return transport.FenceKey(key)
+	}
+	return ClusterFencePrefix + key + "}"
+}
+
+// HasHashTag reports whether key has a Redis Cluster hash tag: a '{'
+// followed later by a '}' with at least one byte between them (the first
+// '{', and the first '}' after it, count).
+func HasHashTag(key string) bool {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return false
+	}
+	return strings.IndexByte(key[i+1:], '}') > 0
 }

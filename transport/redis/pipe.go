@@ -301,6 +301,7 @@ type command struct {
 	buf     []byte
 	replies int
 	out     *string // the first reply, when not nil
+	rcv     any     // the first reply, when not nil and out is nil (Transport.Cmd)
 	err     error   // the first error reply, with the command it answered
 	names   []string
 }
@@ -321,6 +322,8 @@ func (c *command) UnmarshalRESP(br resp.BufferedReader, o *resp.Opts) error {
 		var into any
 		if i == 0 && c.out != nil {
 			into = c.out
+		} else if i == 0 && c.rcv != nil {
+			into = c.rcv
 		}
 		err := resp3.Unmarshal(br, into, o)
 		var usable resp.ErrConnUsable

@@ -573,6 +573,14 @@ func (t *Transport) exec(ctx context.Context, c *command) error {
 	return nil
 }
 
+// Cmd runs one command outside any batch, on the current connection, and
+// unmarshals its reply into rcv (nil discards it). It is for
+// administrative reads (the Redis Cluster transport's CLUSTER SLOTS), never
+// for lock ops, which go through Do.
+func (t *Transport) Cmd(ctx context.Context, rcv any, cmd string, args ...string) error {
+	return t.exec(ctx, (&command{rcv: rcv}).cmd(append([]string{cmd}, args...)...))
+}
+
 // Ping checks that the master answers. The engine never pings (every batch
 // and every ServerInfo read already tells whether the master answers), so
 // this is no transport interface; redlock status uses it to time a round

@@ -26,14 +26,14 @@
 //
 // Every call of newClient must return a new client of one and the same
 // master. The suite closes every client it gets. It writes only keys under a
-// random "transporttest:<hex>:" prefix per subtest, each with a ttl of at most
+// random "transporttest:{<hex>}:" prefix per subtest, each with a ttl of at most
 // 10s, so it can share a real redis-server that holds other data, and it leaves
 // no lock key behind for longer than that.
 //
 // Fencing counters are the exception: they never expire, and no op deletes
 // them, so the fenced, fence overlap, errors, order and concurrent-do
 // subtests leave up to about 200 counters behind on every run (on Redis,
-// keys named transport.FenceKey("transporttest:<hex>:...")). Each is a small
+// keys named transport.FenceKey("transporttest:{<hex>}:...")). Each is a small
 // hash; delete them with redis-cli --scan --pattern 'redlock-fence:transporttest:*'
 // if they bother you.
 //
@@ -134,7 +134,9 @@ func (s *suite) client(t *testing.T) transport.Transport {
 func keyspace(t *testing.T) func(name string) string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	prefix := "transporttest:" + hex.EncodeToString(b[:]) + ":"
+	// The random part is a Redis Cluster hash tag, so that a subtest's keys
+	// share one slot and its multi-key ops run on a cluster too.
+	prefix := "transporttest:{" + hex.EncodeToString(b[:]) + "}:"
 	return func(name string) string { return prefix + name }
 }
 

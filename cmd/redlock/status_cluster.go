@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/transport/redis"
+	"github.com/quorumlock/redlock/transport/rediscluster"
+)
+
+// shardStatus is one shard master of a cluster master, as --json prints it.
+type shardStatus struct {
+	Addr        string  `json:"addr"`
+	Slots       int     `json:"slots"`
+	Replicas    int     `json:"replicas"`
+	Reachable   bool    `json:"reachable"`
+	RTTMS       float64 `json:"rtt_ms"`
+	RunID       string  `json:"run_id"`
+	UptimeS     int64   `json:"uptime_s"`
+	Quarantined bool    `json:"quarantined"`
+	Error       string  `json:"error"`
+
+	uptime, votesIn time.Duration
+	known           bool
+}
+
+// checkCluster is checkMaster for a redis+cluster:// master: one row for
+// the cluster (it votes when every shard answers and none is in
+// quarantine, which is how the engine counts it) and one per shard.
+func checkCluster(ctx context.Context, addr string, o statusOptions) masterStatus {
+	cfg, err := rediscluster.ParseAddr(addr)
+	if err != nil {
+		return masterStatus{Addr: addr, Error: err.Error()}
+	}
+	cfg.Node.DialTimeout, cfg.Node.OpTimeout = o.Timeout, o.Timeout
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	t, err := rediscluster.New(cfg)
+	if err != nil {
+		return masterStatus{Addr: addr, Error: err.Error()}
+	}
+	defer t.Close()
+	m := masterStatus{Addr: t.Name()}
+	start := time.Now()
+	shards, err := t.Shards(ctx)
+	if errors.Is(err, rediscluster.ErrFailoverRisk) {
+		m.FailoverRisk = true
+	}
+	if shards == nil {
+		m.Error = err.Error()
+		return m
+	}
+	m.rtt = time.Since(start)
+	m.Reachable, m.known = true, true
+	var ids []string
+	for i, s := range shards {
+		ss := shardStatus{Addr: s.Addr, Slots: s.Slots, Replicas: s.Replicas, Reachable: s.Reachable}
+		m.Replicas += s.Replicas
+		if s.Reachable {
+			ss.RTTMS = math.Round(float64(s.RTT)/1e3) / 1e3
+		} else {
+			m.Reachable = false
+		}
+		if s.Err != nil {
+			ss.Error = s.Err.Error()
+			m.known = false
+		} else {
+			ss.known, ss.RunID, ss.uptime, ss.UptimeS = true, s.Info.RunID, s.Info.Uptime, int64(s.Info.Uptime/time.Second)
+			if o.Quarantine > 0 && s.Info.Uptime < o.Quarantine {
+				ss.Quarantined, ss.votesIn = true, o.Quarantine-s.Info.Uptime
+			}
+			ids = append(ids, s.Info.RunID)
+			if i == 0 || s.Info.Uptime < m.uptime {
+				m.uptime = s.Info.Uptime
+			}
+		}
+		m.Shards = append(m.Shards, ss)
+	}
+	m.RTTMS = math.Round(float64(m.rtt)/1e3) / 1e3
+	if m.known {
+		slices.Sort(ids)
+		m.RunID, m.UptimeS = "cluster:"+strings.Join(ids, ","), int64(m.uptime/time.Second)
+		if o.Quarantine > 0 && m.uptime < o.Quarantine {
+			m.Quarantined, m.votesIn = true, o.Quarantine-m.uptime
+		}
+	}
+	if err != nil {
+		// Refused (replicas without ?allow-failover=true): the engine
+		// counts no vote from it.
+		m.Error, m.known = err.Error(), false
+	}
+	return m
+}
+
+// printShards prints a cluster master's shards under its row.
+func printShards(w io.Writer, m masterStatus) {
+	if m.Shards == nil {
+		return
+	}
+	failover := "no replicas"
+	if m.Replicas > 0 {
+		failover = fmt.Sprintf("%d replicas: automatic failover can lose acknowledged keys", m.Replicas)
+		if !m.FailoverRisk {
+			failover += " (accepted with allow-failover)"
+		}
+	}
+	fmt.Fprintf(w, "  %s: %d shards, %s\n", m.Addr, len(m.Shards), failover)
+	for _, s := range m.Shards {
+		quar := "-"
+		if s.known {
+			quar = "no"
+			if s.Quarantined {
+				quar = "yes, votes in " + s.votesIn.String()
+			}
+		}
+		e := ""
+		if s.Error != "" {
+			e = ", " + oneLine(errors.New(s.Error))
+		}
+		fmt.Fprintf(w, "    shard %s: reachable %s, slots %d, replicas %d, quarantined %s%s\n", s.Addr, yesNo(s.Reachable), s.Slots, s.Replicas, quar, e)
+	}
+}
+
+// clusterRunConfig parses master i, a cluster, for redlock run, and
+// refuses a seed listed twice (here or as a master of its own).
+func clusterRunConfig(i int, addr string, seen map[string]int) (*rediscluster.Config, error) {
+	cfg, err := rediscluster.ParseAddr(addr)
+	if err != nil {
+		return nil, fmt.Errorf("master %d: %w", i+1, err)
+	}
+	for _, s := range cfg.Seeds {
+		id := strings.ToLower(s)
+		if j, dup := seen[id]; dup {
+			return nil, fmt.Errorf("masters %d and %d both name %s: a master counted twice would vote twice; list each once", j+1, i+1, id)
+		}
+		seen[id] = i
+	}
+	cfg.Node.OpTimeout = api.DefaultOptions().MasterTimeout
+	return &cfg, nil
+}
+
+// dialCluster is redis.Dial's counterpart for a cluster master of redlock
+// run: it waits for the slot map and the shards, and, when they are not
+// there yet, hands back a transport that keeps trying.
+func dialCluster(ctx context.Context, cfg rediscluster.Config) (*rediscluster.Transport, error) {
+	t, err := rediscluster.Dial(ctx, cfg)
+	if err != nil && !errors.Is(err, redis.ErrBadAddress) {
+		return rediscluster.New(cfg)
+	}
+	return t, err
+}

@@ -1,0 +1,936 @@
+// Package rediscluster is the transport to one Redis Cluster, which the
+// engine counts as one master: Redlock over N independent clusters keeps
+// the quorum argument (each cluster is one vote) while every cluster
+// spreads its keys over its shards.
+//
+// Inside, each shard master is reached by its own transport/redis
+// Transport (one ordered, pipelined connection per node, with its scripts,
+// NOSCRIPT resend, auth and TLS). Do splits a batch by the slot of each
+// op's key, sends the parts to their shards concurrently, each as one
+// pipeline, and keeps slice order per key: a key lives in one slot, so all
+// of a batch's ops on it go, in order, down one connection. MOVED and ASK
+// replies are followed (ASK with ASKING), under the contract's resend rule.
+//
+// Restart quarantine: the cluster reports itself to the engine as one
+// server whose run id is the set of its masters' run ids and whose uptime is
+// the least of theirs, with an epoch that moves whenever any shard
+// connection or the set of masters changes (see ServerInfo and Epoch). So a
+// shard that restarts empty changes the cluster's run id, and the engine's
+// node actor keeps the whole cluster from voting for the quarantine period:
+// coarser than per shard, and safe by the unchanged proof in SAFETY.md.
+package rediscluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mediocregopher/radix/v4"
+	"github.com/mediocregopher/radix/v4/resp/resp3"
+
+	"github.com/quorumlock/redlock/transport"
+	"github.com/quorumlock/redlock/transport/redis"
+)
+
+// Slots is the number of hash slots of every Redis Cluster.
+const Slots = 16384
+
+// maxRedirects bounds how often one op follows MOVED or ASK in one Do.
+const maxRedirects = 5
+
+// ErrFailoverRisk: the cluster's masters have replicas, and Config's
+// AllowFailover (URL: ?allow-failover=true) was not given.
+var ErrFailoverRisk = errors.New("cluster masters have replicas that may fail over and lose acknowledged keys")
+
+// ErrCrossSlot is wrapped (with transport.ErrInvalidOp) by the error for an
+// op whose keys lie in different slots.
+var ErrCrossSlot = errors.New("keys in different cluster slots")
+
+// Slot is the cluster hash slot of key (CRC16 of its hash tag, or of the
+// whole key when it has none), as radix.ClusterSlot computes it, over the
+// string itself: converting each key to []byte cost an allocation per op.
+func Slot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for k := 0; k < len(key); k++ {
+		crc = crc<<8 ^ crcTable[byte(crc>>8)^key[k]]
+	}
+	return int(crc % Slots)
+}
+
+// crcTable is CRC16-CCITT (XMODEM, polynomial 0x1021), Redis Cluster's.
+var crcTable = func() (t [256]uint16) {
+	for i := range t {
+		c := uint16(i) << 8
+		for range 8 {
+			if c&0x8000 != 0 {
+				c = c<<1 ^ 0x1021
+			} else {
+				c <<= 1
+			}
+		}
+		t[i] = c
+	}
+	return t
+}()
+
+// FenceKey is the name of key's fencing counter on a cluster
+// (redis.ClusterFenceKey): in key's slot.
+func FenceKey(key string) string { return redis.ClusterFenceKey(key) }
+
+// checkKey reports why key cannot be a lock key on a cluster: one that
+// could be a fencing counter's name.
+func checkKey(key string) error {
+	if strings.HasPrefix(key, redis.ClusterFencePrefix) {
+		return fmt.Errorf("key %q starts with %q, the prefix of fencing counters on a cluster; choose another name", key, redis.ClusterFencePrefix)
+	}
+	return nil
+}
+
+// CheckFence reports why key cannot be fenced on a cluster, or nil.
+func CheckFence(key string) error {
+	if !redis.HasHashTag(key) && strings.Contains(key, "}") {
+		return fmt.Errorf("key %q has a '}' but no hash tag, so its fencing counter cannot be named into its slot; give it a hash tag, as in {%s}", key, strings.ReplaceAll(key, "}", ""))
+	}
+	return nil
+}
+
+// CheckKeys reports why a lock on keys (fenced or not) cannot run on a
+// cluster: keys of different slots (a multi-key op is one script on one
+// shard), or a fenced key whose counter cannot share its slot. The engine
+// calls it before it sends anything, so that the caller gets the reason.
+func CheckKeys(keys []string, fenced bool) error {
+	for _, k := range keys {
+		if err := checkKey(k); err != nil {
+			return err
+		}
+	}
+	if fenced {
+		for _, k := range keys {
+			if err := CheckFence(k); err != nil {
+				return err
+			}
+		}
+	}
+	if len(keys) < 2 {
+		return nil
+	}
+	s := Slot(keys[0])
+	for _, k := range keys[1:] {
+		if Slot(k) != s {
+			return fmt.Errorf("%w: %q is in slot %d and %q in slot %d; a lock on several keys of a cluster needs them in one slot: give them one hash tag, as in {order:42}:a and {order:42}:b",
+				ErrCrossSlot, keys[0], s, k, Slot(k))
+		}
+	}
+	return nil
+}
+
+// topo is one reading of the slot map. It is never changed once published.
+type topo struct {
+	owner    [Slots]int16 // index into masters; -1: no master owns the slot
+	masters  []string     // sorted
+	slots    []int        // slots owned, per master
+	replicas map[string]int
+	from     string // the node that answered CLUSTER SLOTS
+}
+
+func (tp *topo) isMaster(addr string) bool {
+	_, ok := slices.BinarySearch(tp.masters, addr)
+	return ok
+}
+
+func (tp *topo) replicaCount() int {
+	n := 0
+	for _, r := range tp.replicas {
+		n += r
+	}
+	return n
+}
+
+// Transport is one Redis Cluster.
+type Transport struct {
+	cfg  Config
+	name string
+
+	mu     sync.Mutex
+	closed bool
+	nodes  map[string]*redis.Transport
+	// base moves whenever the set of masters changes, so that Epoch does.
+	base    uint64
+	topoErr error
+
+	topo      atomic.Pointer[topo]
+	firstDone chan struct{}
+	syncReq   chan chan struct{}
+	kick      chan struct{}
+	loopCtx   context.Context
+	cancel    context.CancelFunc
+	loopDone  chan struct{}
+	refreshes atomic.Int64
+	moved     atomic.Int64
+	asked     atomic.Int64
+}
+
+// Redirects counts the ops resent after MOVED and after ASK so far.
+func (t *Transport) Redirects() (moved, ask int64) { return t.moved.Load(), t.asked.Load() }
+
+// New validates cfg and returns a transport that reads the slot map in the
+// background; the cluster need not be up yet.
+func New(cfg Config) (*Transport, error) {
+	if len(cfg.Seeds) == 0 {
+		return nil, fmt.Errorf("%w: a cluster needs at least one seed node", redis.ErrBadAddress)
+	}
+	for _, s := range cfg.Seeds {
+		n := cfg.Node
+		n.Addr = s
+		if _, err := redis.ParseAddr(s); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.RefreshInterval <= 0 {
+		cfg.RefreshInterval = time.Second
+	}
+	cfg.Node.ClusterFenceKeys = true
+	t := &Transport{
+		cfg:       cfg,
+		name:      Scheme + "://" + strings.Join(cfg.Seeds, ","),
+		nodes:     make(map[string]*redis.Transport),
+		firstDone: make(chan struct{}),
+		syncReq:   make(chan chan struct{}),
+		kick:      make(chan struct{}, 1),
+		loopDone:  make(chan struct{}),
+		topoErr:   fmt.Errorf("%w: %s: no slot map yet", transport.ErrUnavailable, Scheme),
+	}
+	if cfg.Node.TLS {
+		t.name = SchemeTLS + "://" + strings.Join(cfg.Seeds, ",")
+	}
+	for _, s := range cfg.Seeds {
+		if _, err := t.node(s); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
+	t.loopCtx, t.cancel = context.WithCancel(context.Background())
+	go t.loop()
+	return t, nil
+}
+
+// Dial is New, then waits (within ctx) for the slot map and a connection to
+// every master. If that fails, the transport is closed and the error
+// returned.
+func Dial(ctx context.Context, cfg Config) (*Transport, error) {
+	t, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	tp, err := t.current(ctx)
+	if err == nil {
+		for _, m := range tp.masters {
+			var n *redis.Transport
+			if n, err = t.node(m); err == nil {
+				err = n.Ping(ctx)
+			}
+			if err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// Name is the cluster's scheme and seed nodes, without credentials.
+func (t *Transport) Name() string { return t.name }
+
+// Capabilities are those of the per-node Redis transport: every op kind it
+// implements runs here too, routed by its key's slot.
+func (t *Transport) Capabilities() transport.Capabilities {
+	return (*redis.Transport)(nil).Capabilities()
+}
+
+// node returns the transport of the node at addr, making it on first use.
+func (t *Transport) node(addr string) (*redis.Transport, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, fmt.Errorf("%w: %s", transport.ErrClosed, t.name)
+	}
+	if n := t.nodes[addr]; n != nil {
+		return n, nil
+	}
+	c := t.cfg.Node
+	c.Addr = addr
+	n, err := redis.New(c)
+	if err != nil {
+		return nil, err
+	}
+	t.nodes[addr] = n
+	return n, nil
+}
+
+// Close stops the slot map reader and closes every node's transport.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	nodes := t.nodes
+	t.mu.Unlock()
+	if t.cancel != nil {
+		t.cancel()
+		<-t.loopDone
+	}
+	for _, n := range nodes {
+		n.Close()
+	}
+	return nil
+}
+
+// Epoch moves whenever any node's connection does (each node transport's
+// epoch counts its connections, and only grows) or the set of masters
+// changes. So an Epoch read before and after a Do that reads the same
+// value means every shard that served the Do was the master of its slots
+// in the topology of that epoch, on the connection of that epoch.
+func (t *Transport) Epoch() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.base
+	for _, n := range t.nodes {
+		e += n.Epoch()
+	}
+	return e
+}
+
+// ServerInfo describes the cluster as one server: its run id is the sorted
+// run ids of the masters of the current slot map, its uptime the least of
+// theirs. A shard that restarted (a new run id) or a new master (a
+// failover, a node added) thus changes the cluster's run id, and the
+// engine's restart quarantine applies to the cluster. It fails if any
+// master cannot be read, or while the cluster is refused (ErrFailoverRisk).
+func (t *Transport) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
+	tp, err := t.current(ctx)
+	if err != nil {
+		return transport.ServerInfo{}, err
+	}
+	infos, errs := t.shardInfos(ctx, tp)
+	if err := errors.Join(errs...); err != nil {
+		return transport.ServerInfo{}, err
+	}
+	ids := make([]string, len(infos))
+	var si transport.ServerInfo
+	for i, in := range infos {
+		ids[i] = in.RunID
+		if i == 0 || in.Uptime < si.Uptime {
+			si.Uptime = in.Uptime
+		}
+	}
+	slices.Sort(ids)
+	si.RunID = "cluster:" + strings.Join(ids, ",")
+	return si, nil
+}
+
+func (t *Transport) shardInfos(ctx context.Context, tp *topo) ([]transport.ServerInfo, []error) {
+	infos := make([]transport.ServerInfo, len(tp.masters))
+	errs := make([]error, len(tp.masters))
+	var wg sync.WaitGroup
+	for i, m := range tp.masters {
+		n, err := t.node(m)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		wg.Go(func() { infos[i], errs[i] = n.ServerInfo(ctx) })
+	}
+	wg.Wait()
+	return infos, errs
+}
+
+// current waits (within ctx) for the first slot map and returns the
+// newest, or why there is none or the cluster is refused.
+func (t *Transport) current(ctx context.Context) (*topo, error) {
+	select {
+	case <-t.firstDone:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %s: no slot map yet: %w", transport.ErrUnavailable, t.name, ctx.Err())
+	}
+	tp := t.topo.Load()
+	if tp == nil {
+		t.mu.Lock()
+		err := t.topoErr
+		t.mu.Unlock()
+		return nil, err
+	}
+	if !t.cfg.AllowFailover && tp.replicaCount() > 0 {
+		return nil, fmt.Errorf("%w: %s has %d replicas; a promoted replica may lack keys its master acknowledged, which lets two holders in; remove the replicas (or set cluster-replica-no-failover yes and accept that with ?allow-failover=true)",
+			ErrFailoverRisk, t.name, tp.replicaCount())
+	}
+	return tp, nil
+}
+
+// loop reads the slot map at start, every RefreshInterval, when kicked, and
+// when a Do waits for it (refreshNow).
+func (t *Transport) loop() {
+	defer close(t.loopDone)
+	tick := time.NewTicker(t.cfg.RefreshInterval)
+	defer tick.Stop()
+	var waiters []chan struct{}
+	first := true
+	for {
+		t.refresh()
+		for _, w := range waiters {
+			close(w)
+		}
+		waiters = waiters[:0]
+		if first {
+			close(t.firstDone)
+			first = false
+		}
+		select {
+		case <-t.loopCtx.Done():
+			return
+		case <-tick.C:
+		case <-t.kick:
+		case w := <-t.syncReq:
+			waiters = append(waiters, w)
+		}
+	drain:
+		for {
+			select {
+			case w := <-t.syncReq:
+				waiters = append(waiters, w)
+			case <-t.kick:
+			default:
+				break drain
+			}
+		}
+	}
+}
+
+// refreshNow asks for a new slot map and waits for it (within ctx).
+func (t *Transport) refreshNow(ctx context.Context) {
+	w := make(chan struct{})
+	select {
+	case t.syncReq <- w:
+	case <-ctx.Done():
+		return
+	case <-t.loopDone:
+		return
+	}
+	select {
+	case <-w:
+	case <-ctx.Done():
+	}
+}
+
+// refreshSoon asks for a new slot map without waiting.
+func (t *Transport) refreshSoon() {
+	select {
+	case t.kick <- struct{}{}:
+	default:
+	}
+}
+
+// refresh reads CLUSTER SLOTS from the first node that answers: the known
+// masters, then the seeds.
+func (t *Transport) refresh() {
+	t.refreshes.Add(1)
+	var ask []string
+	if tp := t.topo.Load(); tp != nil {
+		ask = append(ask, tp.masters...)
+	}
+	for _, s := range t.cfg.Seeds {
+		if !slices.Contains(ask, s) {
+			ask = append(ask, s)
+		}
+	}
+	var errs []error
+	for _, addr := range ask {
+		n, err := t.node(addr)
+		if err != nil {
+			return // closed
+		}
+		ctx, cancel := context.WithTimeout(t.loopCtx, max(t.cfg.Node.DialTimeout, redis.DefaultDialTimeout)+max(t.cfg.Node.OpTimeout, redis.DefaultOpTimeout))
+		var tt radix.ClusterTopo
+		err = n.Cmd(ctx, &tt, "CLUSTER", "SLOTS")
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+			continue
+		}
+		tp, err := buildTopo(tt, addr)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		t.install(tp)
+		return
+	}
+	if t.loopCtx.Err() != nil {
+		return
+	}
+	t.mu.Lock()
+	t.topoErr = fmt.Errorf("%w: %s: cannot read the slot map (CLUSTER SLOTS): %w", transport.ErrUnavailable, t.name, errors.Join(errs...))
+	t.mu.Unlock()
+}
+
+func buildTopo(tt radix.ClusterTopo, from string) (*topo, error) {
+	tp := &topo{replicas: map[string]int{}, from: from}
+	// A node that does not know its own address (a cluster of one node,
+	// which never met another) lists itself with an empty host: it is the
+	// node we asked.
+	fromHost, _, _ := net.SplitHostPort(from)
+	fix := func(addr string) string {
+		if h, p, err := net.SplitHostPort(addr); err == nil && (h == "" || h == "?") {
+			return net.JoinHostPort(fromHost, p)
+		}
+		return addr
+	}
+	for i := range tt {
+		tt[i].Addr, tt[i].SecondaryOfAddr = fix(tt[i].Addr), fix(tt[i].SecondaryOfAddr)
+	}
+	for _, n := range tt {
+		if n.SecondaryOfAddr != "" {
+			tp.replicas[n.SecondaryOfAddr]++
+			continue
+		}
+		if _, err := redis.ParseAddr(n.Addr); err != nil {
+			return nil, fmt.Errorf("%s: CLUSTER SLOTS lists master %q: %w", from, n.Addr, err)
+		}
+		if !slices.Contains(tp.masters, n.Addr) {
+			tp.masters = append(tp.masters, n.Addr)
+		}
+	}
+	slices.Sort(tp.masters)
+	tp.slots = make([]int, len(tp.masters))
+	for i := range tp.owner {
+		tp.owner[i] = -1
+	}
+	for _, n := range tt {
+		if n.SecondaryOfAddr != "" {
+			continue
+		}
+		m, _ := slices.BinarySearch(tp.masters, n.Addr)
+		for _, r := range n.Slots {
+			// radix's ranges end exclusive.
+			for s := int(r[0]); s < int(r[1]) && s < Slots; s++ {
+				tp.owner[s] = int16(m)
+				tp.slots[m]++
+			}
+		}
+	}
+	if len(tp.masters) == 0 {
+		return nil, fmt.Errorf("%s: CLUSTER SLOTS lists no master (is cluster-enabled on, and are slots assigned?)", from)
+	}
+	return tp, nil
+}
+
+// install publishes tp, moving the epoch first when its masters differ from
+// the last map's, under the same lock Epoch reads: no op can reach a new
+// master before the epoch that shows it.
+func (t *Transport) install(tp *topo) {
+	for _, m := range tp.masters {
+		if _, err := t.node(m); err != nil {
+			return // closed: masters were checked by buildTopo
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	if old := t.topo.Load(); old == nil || !slices.Equal(old.masters, tp.masters) {
+		t.base++
+	}
+	t.topo.Store(tp)
+}
+
+// Refreshes counts the slot map reads so far (for tests and status).
+func (t *Transport) Refreshes() int64 { return t.refreshes.Load() }
+
+// check is transport.Check plus the cluster's own rules: one slot per op,
+// and a fencing counter that can share its key's slot. It returns the
+// op's slot.
+func check(op *transport.Op) (int, error) {
+	if err := transport.Check(op); err != nil {
+		return 0, err
+	}
+	fenced := op.Kind == transport.AcquireFenced || op.Kind == transport.RaiseFence
+	if len(op.Keys) < 2 {
+		// The common case, without building a key list.
+		if err := checkKey(op.Key); err != nil {
+			return 0, fmt.Errorf("%w: %s: %w", transport.ErrInvalidOp, op.Kind, err)
+		}
+		if fenced {
+			if err := CheckFence(op.Key); err != nil {
+				return 0, fmt.Errorf("%w: %s: %w", transport.ErrInvalidOp, op.Kind, err)
+			}
+		}
+		return Slot(op.Key), nil
+	}
+	if err := CheckKeys(op.Keys, fenced); err != nil {
+		return 0, fmt.Errorf("%w: %s: %w", transport.ErrInvalidOp, op.Kind, err)
+	}
+	return Slot(op.Keys[0]), nil
+}
+
+func opKeys(op *transport.Op) []string {
+	if len(op.Keys) > 0 {
+		return op.Keys
+	}
+	return []string{op.Key}
+}
+
+// redirect is a MOVED or ASK reply: the op was not applied, and addr may
+// apply it.
+type redirect struct {
+	ask  bool
+	addr string
+}
+
+func redirectOf(err error) (redirect, bool) {
+	var se resp3.SimpleError
+	if err == nil || !errors.As(err, &se) {
+		return redirect{}, false
+	}
+	f := strings.Fields(se.S)
+	if len(f) != 3 || (f[0] != "MOVED" && f[0] != "ASK") {
+		return redirect{}, false
+	}
+	if _, err := strconv.Atoi(f[1]); err != nil {
+		return redirect{}, false
+	}
+	return redirect{ask: f[0] == "ASK", addr: f[2]}, true
+}
+
+// part is the ops of one batch that go to one node in one round.
+type part struct {
+	addr   string
+	asking bool
+	idx    []int
+}
+
+// Do routes each op to the master of its slot, sends each shard's part as
+// one pipeline, all shards at once, and follows MOVED and ASK.
+//
+// The resend rule (package transport): an op that met MOVED or ASK was not
+// applied, and is sent again to the node named only if no later op of its
+// part that may have run (any reply but a redirect) touches one of its
+// keys; otherwise it fails. Redirected ops of one key go on together, in
+// order, to one node; so slice order per key holds.
+func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transport.Result) error {
+	if len(results) != len(ops) {
+		err := fmt.Errorf("%w: %d ops but %d results", transport.ErrInvalidOp, len(ops), len(results))
+		return transport.Fail(results[:min(len(ops), len(results))], err)
+	}
+	if t.isClosed() {
+		return transport.Fail(results, fmt.Errorf("%w: %s", transport.ErrClosed, t.name))
+	}
+	valid := 0
+	slot := make([]int, len(ops))
+	for i := range ops {
+		s, err := check(&ops[i])
+		results[i] = transport.Result{Err: err}
+		slot[i] = s
+		if err == nil {
+			valid++
+		}
+	}
+	if valid == 0 {
+		return nil
+	}
+	tp, err := t.current(ctx)
+	if err == nil {
+		if err = ctx.Err(); err != nil {
+			err = fmt.Errorf("%s: not sent: %w", t.name, err)
+		}
+	}
+	if err != nil {
+		return failValid(results, err)
+	}
+	byAddr := map[string]*part{}
+	var parts []*part
+	for i := range ops {
+		if results[i].Err != nil {
+			continue
+		}
+		m := tp.owner[slot[i]]
+		if m < 0 {
+			results[i].Err = fmt.Errorf("%w: %s: slot %d has no master (CLUSTERDOWN)", transport.ErrUnavailable, t.name, slot[i])
+			t.refreshSoon()
+			continue
+		}
+		addr := tp.masters[m]
+		p := byAddr[addr]
+		if p == nil {
+			p = &part{addr: addr}
+			byAddr[addr] = p
+			parts = append(parts, p)
+		}
+		p.idx = append(p.idx, i)
+	}
+	var first error
+	for round := 0; len(parts) > 0; round++ {
+		all, err := t.send(ctx, parts, ops, results)
+		if round == 0 && all && len(parts) == len(byAddr) && valid == countValid(parts) {
+			// Every shard's part failed as a whole: so did the batch.
+			first = err
+		}
+		parts = t.redirects(ctx, parts, ops, results, round)
+	}
+	return first
+}
+
+func countValid(parts []*part) int {
+	n := 0
+	for _, p := range parts {
+		n += len(p.idx)
+	}
+	return n
+}
+
+func (t *Transport) isClosed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closed
+}
+
+// send runs every part on its node at once and waits for all of them. It
+// reports whether every part failed as a whole, and one such error.
+func (t *Transport) send(ctx context.Context, parts []*part, ops []transport.Op, results []transport.Result) (bool, error) {
+	errs := make([]error, len(parts))
+	run := func(pi int) {
+		p := parts[pi]
+		n, err := t.node(p.addr)
+		if err != nil {
+			errs[pi] = err
+			for _, i := range p.idx {
+				results[i] = transport.Result{Err: err}
+			}
+			return
+		}
+		sub, res := ops, results
+		if len(p.idx) != len(ops) {
+			// Part of the batch: its own slices. (A part of every op is
+			// the whole batch, in order: it goes as it is.)
+			sub = make([]transport.Op, len(p.idx))
+			res = make([]transport.Result, len(p.idx))
+			for j, i := range p.idx {
+				sub[j] = ops[i]
+			}
+		}
+		if p.asking {
+			errs[pi] = n.DoAsking(ctx, sub, res)
+		} else {
+			errs[pi] = n.Do(ctx, sub, res)
+		}
+		for j, i := range p.idx {
+			results[i] = res[j]
+			if res[j].Err != nil && errors.Is(res[j].Err, transport.ErrUnavailable) {
+				// A master down may have failed over: read the map again.
+				t.refreshSoon()
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for pi := range parts[1:] {
+		wg.Go(func() { run(pi + 1) })
+	}
+	run(0)
+	wg.Wait()
+	for _, err := range errs {
+		if err == nil {
+			return false, nil
+		}
+	}
+	return true, errs[0]
+}
+
+var errNotResent = errors.New("redirected (MOVED or ASK), and not resent: a later op of the batch on the same key may have run, and a resend would run after it; not applied")
+
+// redirects applies the resend rule to the parts just sent and returns the
+// parts of the next round.
+func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transport.Op, results []transport.Result, round int) []*part {
+	var next []*part
+	type dest struct {
+		addr string
+		ask  bool
+	}
+	refreshed := false
+	for _, p := range parts {
+		any := false
+		for _, i := range p.idx {
+			if results[i].Err != nil {
+				if _, ok := redirectOf(results[i].Err); ok {
+					any = true
+					break
+				}
+			}
+		}
+		if !any {
+			continue
+		}
+		ran := map[string]bool{}
+		resend := make([]bool, len(p.idx))
+		for j := len(p.idx) - 1; j >= 0; j-- {
+			i := p.idx[j]
+			if _, ok := redirectOf(results[i].Err); !ok {
+				for _, k := range opKeys(&ops[i]) {
+					ran[k] = true
+				}
+				continue
+			}
+			if round >= maxRedirects {
+				continue // the redirect stays the op's error
+			}
+			touched := false
+			for _, k := range opKeys(&ops[i]) {
+				touched = touched || ran[k]
+			}
+			if touched {
+				results[i].Err = fmt.Errorf("%s: %w (%w)", t.name, errNotResent, results[i].Err)
+				continue
+			}
+			resend[j] = true
+		}
+		keyDest := map[string]dest{}
+		byDest := map[dest]*part{}
+		for j, i := range p.idx {
+			if !resend[j] {
+				continue
+			}
+			r, _ := redirectOf(results[i].Err)
+			d := dest{r.addr, r.ask}
+			if !r.ask {
+				// MOVED: the slot map is stale; read it before the
+				// resend, so that later batches go straight there.
+				if !refreshed {
+					t.refreshNow(ctx)
+					refreshed = true
+				}
+			}
+			tp := t.topo.Load()
+			if tp == nil || !tp.isMaster(r.addr) {
+				if !refreshed {
+					t.refreshNow(ctx)
+					refreshed = true
+					tp = t.topo.Load()
+				}
+				if tp == nil || !tp.isMaster(r.addr) {
+					// Only masters of the current map serve ops, so that
+					// the epoch vouches for every node that answered.
+					results[i].Err = fmt.Errorf("%w: %s: redirected to %s, which is not a master of the slot map", transport.ErrUnavailable, t.name, r.addr)
+					continue
+				}
+			}
+			conflict := false
+			for _, k := range opKeys(&ops[i]) {
+				if prev, ok := keyDest[k]; ok && prev != d {
+					conflict = true
+				}
+			}
+			if conflict {
+				results[i].Err = fmt.Errorf("%s: %w (%w)", t.name, errNotResent, results[i].Err)
+				continue
+			}
+			for _, k := range opKeys(&ops[i]) {
+				keyDest[k] = d
+			}
+			np := byDest[d]
+			if np == nil {
+				np = &part{addr: d.addr, asking: d.ask}
+				byDest[d] = np
+				next = append(next, np)
+			}
+			np.idx = append(np.idx, i)
+			if d.ask {
+				t.asked.Add(1)
+			} else {
+				t.moved.Add(1)
+			}
+		}
+	}
+	return next
+}
+
+func failValid(results []transport.Result, err error) error {
+	for i := range results {
+		if results[i].Err == nil {
+			results[i] = transport.Result{Err: err}
+		}
+	}
+	return err
+}
+
+// CheckKeys is the package's CheckKeys, as a method for the engine, which
+// asks every transport that has it before it sends a lock's first op.
+func (t *Transport) CheckKeys(keys []string, fenced bool) error { return CheckKeys(keys, fenced) }
+
+// ShardStatus is what Shards reports about one master of the slot map.
+type ShardStatus struct {
+	Addr string
+	// Slots is how many of the 16384 slots the master owns; Replicas how
+	// many replicas CLUSTER SLOTS lists for it.
+	Slots, Replicas int
+	// Reachable: it answered PING, in RTT.
+	Reachable bool
+	RTT       time.Duration
+	// Info is its run id and uptime (when Err is nil).
+	Info transport.ServerInfo
+	Err  error
+}
+
+// Shards reads the slot map (waiting, within ctx, for the first one) and
+// asks every master for PING and INFO, all at once: the rows of redlock
+// status. It reports the shards even when the cluster is refused for its
+// replicas (ErrFailoverRisk), which it then also returns.
+func (t *Transport) Shards(ctx context.Context) ([]ShardStatus, error) {
+	select {
+	case <-t.firstDone:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %s: no slot map: %w", transport.ErrUnavailable, t.name, ctx.Err())
+	}
+	tp := t.topo.Load()
+	if tp == nil {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return nil, t.topoErr
+	}
+	out := make([]ShardStatus, len(tp.masters))
+	var wg sync.WaitGroup
+	for i, m := range tp.masters {
+		out[i] = ShardStatus{Addr: m, Slots: tp.slots[i], Replicas: tp.replicas[m]}
+		n, err := t.node(m)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		wg.Go(func() {
+			s := &out[i]
+			start := time.Now()
+			if s.Err = n.Ping(ctx); s.Err != nil {
+				return
+			}
+			s.RTT, s.Reachable = time.Since(start), true
+			s.Info, s.Err = n.ServerInfo(ctx)
+		})
+	}
+	wg.Wait()
+	_, err := t.current(ctx)
+	return out, err
+}
