@@ -41,6 +41,7 @@ type node struct {
 	drained  []chan struct{}
 	counts   []int // per-shard reply counts, scratch for deliver
 	q        *quarantine
+	m        *Metrics
 }
 
 // batch is one Do call's worth of work; it is also the message the I/O
@@ -49,7 +50,8 @@ type batch struct {
 	reqs  []*opRequest
 	ops   []transport.Op
 	res   []transport.Result
-	epoch uint64 // the transport's epoch around Do (see quarantine)
+	epoch uint64    // the transport's epoch around Do (see quarantine)
+	sent  time.Time // when it left, if metrics are on
 }
 
 // drainMsg asks a node to close done once its queue is empty and nothing is
@@ -61,6 +63,7 @@ func (n *node) Receive(ctx actor.Context) {
 	case *opRequest:
 		n.queue = append(n.queue, m)
 		n.flush()
+		n.m.queued(n.index, len(n.queue))
 	case *batch:
 		n.inflight--
 		if n.busy != nil {
@@ -151,6 +154,7 @@ func (n *node) worker() {
 // finish vets a returned batch's grants, routes its results and recycles it.
 func (n *node) finish(b *batch) {
 	n.q.vet(n, b)
+	n.m.returned(n.index, b, len(n.queue))
 	n.deliver(b.reqs, b.res)
 	n.recycle(b)
 }
@@ -204,6 +208,7 @@ func (n *node) flush() {
 			b.res = make([]transport.Result, len(b.ops), cap(b.ops))
 		}
 		b.res = b.res[:len(b.ops)]
+		n.m.sending(n.index, b, len(n.queue))
 		n.inflight++
 		n.work <- b // never blocks: at most maxInFlight batches are out
 	}
