@@ -87,8 +87,8 @@ func Outcome(err error) int {
 	// The sentinel of the outermost *api.Error decides: its Last (an
 	// earlier attempt's error) must not, so errors.Is on the whole chain
 	// would misreport a cancelled call whose last attempt was refused.
-	var ae *api.Error
-	if errors.As(err, &ae) {
+	// (A type assertion, not errors.As, which would allocate its target.)
+	if ae, ok := err.(*api.Error); ok {
 		err = ae.Err
 	}
 	switch {
