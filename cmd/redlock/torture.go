@@ -52,6 +52,7 @@ func newTortureCmd() *cobra.Command {
 		noFencing    bool
 		asJSON       bool
 		engineLog    string
+		metricsAddr  string
 	)
 	cmd := &cobra.Command{
 		Use:   "torture",
@@ -145,6 +146,13 @@ redis-server), 130 when interrupted.`,
 				return usageErr(err)
 			}
 			cfg.Progress = cmd.ErrOrStderr()
+			if metricsAddr != "" {
+				stop, err := serveMetrics(metricsAddr, cmd.ErrOrStderr())
+				if err != nil {
+					return usageErr(err)
+				}
+				defer stop()
+			}
 			if engineLog != "" {
 				f, err := os.Create(engineLog)
 				if err != nil {
@@ -177,6 +185,7 @@ redis-server), 130 when interrupted.`,
 	f.IntVar(&cfg.MaxListed, "max-listed", cfg.MaxListed, "violations listed in the report (all are counted)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of the report")
 	f.StringVar(&engineLog, "engine-log", "", "write the engines' warnings (restarts seen, quarantines) to this file")
+	f.StringVar(&metricsAddr, "metrics-addr", "", "serve the in-process engines' metrics for Prometheus at http://HOST:PORT/metrics while it runs (OBSERVABILITY.md)")
 	f.SortFlags = false
 	return cmd
 }
