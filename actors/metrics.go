@@ -34,7 +34,6 @@ type Metrics struct {
 
 	acqDur   metric.Float64Histogram
 	attempts metric.Int64Histogram
-	held     metric.Int64UpDownCounter
 	holdDur  metric.Float64Histogram
 	lost     metric.Int64Counter
 	ext      metric.Int64Counter
@@ -43,13 +42,15 @@ type Metrics struct {
 	batchDur metric.Float64Histogram
 
 	waiters atomic.Int64
+	// held counts locks granted and not ended, observed by the callback:
+	// an atomic add per grant and end is cheaper than two SDK Adds.
+	held atomic.Int64
 	nodes   []nodeMetrics
 
 	acqAttrs  [numOutcomes][numCalls][2][]metric.RecordOption
 	endAttrs  [numEnds][]metric.RecordOption
 	lostAttrs [numEnds][]metric.AddOption
 	extAttrs  [numOutcomes][2][]metric.AddOption
-	none      []metric.AddOption
 
 	reg metric.Registration
 }
@@ -195,7 +196,7 @@ func NewMetrics(mp metric.MeterProvider, names []string) (*Metrics, error) {
 	m.attempts, err = meter.Int64Histogram("redlock.lock.acquire.attempts", metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts one acquire call made"), metric.WithExplicitBucketBoundaries(1, 2, 3, 5, 10, 20, 50, 100, 1000))
 	errs = append(errs, err)
-	m.held, err = meter.Int64UpDownCounter("redlock.lock.held", metric.WithUnit("{lock}"),
+	held, err := meter.Int64ObservableUpDownCounter("redlock.lock.held", metric.WithUnit("{lock}"),
 		metric.WithDescription("Locks granted whose handle has not ended yet"))
 	errs = append(errs, err)
 	m.holdDur, err = meter.Float64Histogram("redlock.lock.hold.duration", metric.WithUnit("s"),
@@ -272,6 +273,7 @@ func NewMetrics(mp metric.MeterProvider, names []string) (*Metrics, error) {
 	m.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		now := time.Now().UnixNano()
 		o.ObserveInt64(waiters, m.waiters.Load())
+		o.ObserveInt64(held, m.held.Load())
 		for i := range m.nodes {
 			nm := &m.nodes[i]
 			o.ObserveInt64(queued, nm.queued.Load(), nm.observe...)
@@ -288,7 +290,7 @@ func NewMetrics(mp metric.MeterProvider, names []string) (*Metrics, error) {
 			o.ObserveFloat64(remaining, time.Duration(left).Seconds(), nm.observe...)
 		}
 		return nil
-	}, queued, inflight, reachable, quarantined, remaining, waiters)
+	}, queued, inflight, reachable, quarantined, remaining, waiters, held)
 	if err != nil {
 		return nil, fmt.Errorf("redlock: registering the metric callback: %w", err)
 	}
@@ -329,14 +331,14 @@ func (m *Metrics) Acquired(call, outcome int, fenced bool, start time.Time) {
 	}
 	m.acqDur.Record(context.Background(), time.Since(start).Seconds(), m.acqAttrs[outcome][call][f]...)
 	if outcome == OutcomeOK {
-		m.held.Add(context.Background(), 1, m.none...)
+		m.held.Add(1)
 	}
 }
 
 // Ended records the end of a lock granted at start: why, and for how long
 // it was held. A lock that ends otherwise than by release is lost.
 func (m *Metrics) Ended(end int, start time.Time) {
-	m.held.Add(context.Background(), -1, m.none...)
+	m.held.Add(-1)
 	m.holdDur.Record(context.Background(), time.Since(start).Seconds(), m.endAttrs[end]...)
 	if end != EndReleased {
 		m.lost.Add(context.Background(), 1, m.lostAttrs[end]...)
