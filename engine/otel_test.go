@@ -195,6 +195,16 @@ func TestMetricsAfterKnownOperations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Lock returned on a quorum; the third SET may still be on its way,
+	// and must land before the restarts, not after.
+	pollMetrics(t, func() bool {
+		for _, m := range masters {
+			if v, ok := m.Get("c"); !ok || v != c.Value() {
+				return false
+			}
+		}
+		return true
+	})
 	masters[0].Restart()
 	masters[1].Restart()
 	if err := c.Extend(ctx); !errors.Is(err, api.ErrNotHeld) {
