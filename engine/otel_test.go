@@ -251,7 +251,11 @@ func TestMetricsAfterKnownOperations(t *testing.T) {
 	}
 	ms = tm.collect(t)
 	wantValue(t, ms, 1, "redlock.lock.lost", "redlock.cause=closed")
-	wantValue(t, ms, 0, "redlock.lock.held")
+	wantCount(t, ms, 1, "redlock.lock.hold.duration", "redlock.end=closed")
+	// A closed engine is no longer observed: its gauges are gone.
+	if _, ok := ms["redlock.lock.held"]; ok {
+		t.Error("redlock.lock.held still observed after Close")
+	}
 }
 
 // TestAutoExtensionsCounted checks that automatic extensions are counted
