@@ -223,10 +223,10 @@ func NewMetrics(mp metric.MeterProvider, names []string) (*Metrics, error) {
 	inflight, err := meter.Int64ObservableUpDownCounter("redlock.master.ops.inflight", metric.WithUnit("{op}"),
 		metric.WithDescription("Operations in batches out to a master"))
 	errs = append(errs, err)
-	reachable, err := meter.Int64ObservableGauge("redlock.master.reachable", metric.WithUnit("1"),
+	reachable, err := meter.Int64ObservableGauge("redlock.master.reachable", metric.WithUnit("{master}"),
 		metric.WithDescription("1 when the master answered its last batch or server check, 0 when it did not"))
 	errs = append(errs, err)
-	quarantined, err := meter.Int64ObservableGauge("redlock.master.quarantined", metric.WithUnit("1"),
+	quarantined, err := meter.Int64ObservableGauge("redlock.master.quarantined", metric.WithUnit("{master}"),
 		metric.WithDescription("1 while the master is in restart quarantine (does not vote), else 0"))
 	errs = append(errs, err)
 	remaining, err := meter.Float64ObservableGauge("redlock.master.quarantine.remaining", metric.WithUnit("s"),

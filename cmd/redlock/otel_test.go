@@ -68,6 +68,7 @@ func startLive(t *testing.T, args ...string) *liveRedlock {
 	}
 	go func() {
 		readers.Wait()
+		close(p.lines)
 		err := p.cmd.Wait()
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
@@ -95,7 +96,10 @@ func (p *liveRedlock) waitLine(t *testing.T, s string) string {
 	timeout := time.After(60 * time.Second)
 	for {
 		select {
-		case l := <-p.lines:
+		case l, ok := <-p.lines:
+			if !ok {
+				t.Fatalf("redlock exited before a line with %q", s)
+			}
 			if strings.Contains(l, s) {
 				return l
 			}
