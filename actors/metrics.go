@@ -44,8 +44,8 @@ type Metrics struct {
 	waiters atomic.Int64
 	// held counts locks granted and not ended, observed by the callback:
 	// an atomic add per grant and end is cheaper than two SDK Adds.
-	held atomic.Int64
-	nodes   []nodeMetrics
+	held  atomic.Int64
+	nodes []nodeMetrics
 
 	acqAttrs  [numOutcomes][numCalls][2][]metric.RecordOption
 	endAttrs  [numEnds][]metric.RecordOption
