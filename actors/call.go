@@ -9,6 +9,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/quorumlock/redlock/api"
 	"github.com/quorumlock/redlock/transport"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // CallKind is what a Call asks the coordinator to do.
@@ -81,6 +82,7 @@ type Call struct {
 	Start    time.Time     // t1 of the attempt that decided
 	Validity time.Duration // for a held or extended lock: ttl - elapsed - drift
 	Token    int64         // the fencing token of a fenced acquire
+	Span     trace.Span    // the caller's span, if recording: attempts become its events
 
 	done chan struct{}
 

@@ -41,6 +41,8 @@ type Config struct {
 	// quarantine.go); CheckInterval is how often masters are re-read.
 	QuarantinePeriod time.Duration
 	CheckInterval    time.Duration
+	// Metrics, if not nil, receives the actors' measurements.
+	Metrics *Metrics
 }
 
 // Cluster is a running set of node and coordinator actors.
@@ -80,7 +82,7 @@ func Start(cfg Config) (*Cluster, error) {
 	coords := make([]*actor.PID, cfg.Coordinators)
 	tw := newTwins(cfg.Names, logger)
 	for i, t := range cfg.Transports {
-		nd := &node{index: i, t: t, timeout: cfg.MasterTimeout, maxBatch: cfg.MaxBatch, maxInFlight: cfg.MaxInFlight, coords: coords, wg: &c.io}
+		nd := &node{index: i, t: t, timeout: cfg.MasterTimeout, maxBatch: cfg.MaxBatch, maxInFlight: cfg.MaxInFlight, coords: coords, wg: &c.io, m: cfg.Metrics}
 		if cfg.QuarantinePeriod > 0 {
 			if sr, ok := t.(transport.ServerReporter); ok {
 				nd.q = &quarantine{period: cfg.QuarantinePeriod, interval: cfg.CheckInterval, server: sr, name: cfg.Names[i], index: i, twins: tw, logger: logger}
@@ -101,7 +103,7 @@ func Start(cfg Config) (*Cluster, error) {
 		c.nodes = append(c.nodes, pid)
 	}
 	for i := range coords {
-		co := &coordinator{shard: int32(i), nodes: c.nodes, coords: coords, names: cfg.Names, quorum: c.quorum, masterTimeout: cfg.MasterTimeout}
+		co := &coordinator{shard: int32(i), nodes: c.nodes, coords: coords, names: cfg.Names, quorum: c.quorum, masterTimeout: cfg.MasterTimeout, m: cfg.Metrics}
 		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return co }, actor.WithMailbox(newMailbox)), fmt.Sprintf("coordinator-%d", i))
 		if err != nil {
 			c.stopAll()

@@ -29,6 +29,7 @@ type coordinator struct {
 	active  map[*Call]struct{}
 	queues  map[string]*waitQueue // keys with a local contender
 	closing bool
+	m       *Metrics
 
 	// pending holds acquire calls that ended without the lock while some
 	// master may still hold their value: they are released in the
@@ -117,6 +118,7 @@ func (c *coordinator) start(ctx actor.Context, call *Call) {
 			if q := qs[call.Key]; q != nil {
 				call.phase = phaseQueued
 				q.waiters = append(q.waiters, call)
+				c.m.waiting(1)
 				return
 			}
 			qs[call.Key] = &waitQueue{contender: call}
@@ -360,6 +362,7 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 // master that timed out may still have applied the SET), then retries after a
 // backoff or, when the budget is spent, reports once the releases returned.
 func (c *coordinator) failAttempt(ctx actor.Context, call *Call, sentinel error, detail string) {
+	attemptFailed(call, sentinel, detail, len(c.nodes))
 	call.lastErr = sentinel
 	call.lastAns = c.answers(call)
 	err := &api.Error{Op: call.Op, Key: call.Key, Err: sentinel, Attempts: call.attempts, Masters: call.lastAns, Detail: detail}
@@ -397,6 +400,7 @@ func (c *coordinator) failAttempt(ctx actor.Context, call *Call, sentinel error,
 	if took := time.Since(call.t1); d <= took {
 		d += took
 	}
+	backedOff(call, d)
 	call.timer = c.sched.SendOnce(d, c.self, &retryTick{call: call, seq: call.seq})
 }
 
@@ -447,6 +451,7 @@ func (c *coordinator) abandon(ctx actor.Context, call *Call, cause error) {
 
 func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
 	call.stop()
+	c.m.finished(call, err, len(c.nodes))
 	call.phase = phaseDone
 	call.Err = err
 	delete(c.active, call)
@@ -587,6 +592,7 @@ func (c *coordinator) handOn(ctx actor.Context, call *Call) {
 	next := q.waiters[0]
 	q.waiters[0] = nil
 	q.waiters = q.waiters[1:]
+	c.m.waiting(-1)
 	q.contender = next
 	c.attempt(ctx, next)
 }

@@ -43,6 +43,7 @@ type node struct {
 	drained  []chan struct{}
 	counts   []int // per-shard reply counts, scratch for deliver
 	q        *quarantine
+	m        *Metrics
 }
 
 // batch is one Do call's worth of work; it is also the message the I/O
@@ -55,7 +56,11 @@ type batch struct {
 	// sent is when the batch went to the transport, after any wait in the
 	// queue: no master can have applied its ops earlier, so a grant's
 	// validity counts from here (admission control: overload is latency).
+	// The batch round-trip metric reads it too.
 	sent time.Time
+	// metered: the metrics saw the batch leave (Metrics.sending), so they
+	// count its return.
+	metered bool
 }
 
 // drainMsg asks a node to close done once its queue is empty and nothing is
@@ -67,6 +72,7 @@ func (n *node) Receive(ctx actor.Context) {
 	case *opRequest:
 		n.queue = append(n.queue, m)
 		n.flush()
+		n.m.queued(n.index, len(n.queue))
 	case *batch:
 		n.inflight--
 		if n.busy != nil {
@@ -157,6 +163,7 @@ func (n *node) worker() {
 // finish vets a returned batch's grants, routes its results and recycles it.
 func (n *node) finish(b *batch) {
 	n.q.vet(n, b)
+	n.m.returned(n.index, b, len(n.queue))
 	n.deliver(b.reqs, b.res, b.sent)
 	n.recycle(b)
 }
@@ -210,6 +217,7 @@ func (n *node) flush() {
 			b.res = make([]transport.Result, len(b.ops), cap(b.ops))
 		}
 		b.res = b.res[:len(b.ops)]
+		n.m.sending(n.index, b, len(n.queue))
 		n.inflight++
 		n.work <- b // never blocks: at most maxInFlight batches are out
 	}
@@ -291,6 +299,6 @@ func (n *node) recycle(b *batch) {
 	clear(b.ops)
 	clear(b.res)
 	b.reqs, b.ops, b.res = b.reqs[:0], b.ops[:0], b.res[:0]
-	b.sent = time.Time{}
+	b.sent, b.metered = time.Time{}, false
 	n.free = append(n.free, b)
 }

@@ -104,6 +104,7 @@ func (q *quarantine) learn(n *node, r *infoResult) {
 	if r.err != nil {
 		// Unknown is not trusted: a master we cannot read does not vote.
 		q.vetted = false
+		n.m.learned(n.index, r.err, time.Time{})
 		q.twins.set(q.index, "")
 		q.release(n)
 		return
@@ -127,6 +128,7 @@ func (q *quarantine) learn(n *node, r *infoResult) {
 		started = q.started
 	}
 	q.runID, q.started = r.info.RunID, started
+	n.m.learned(n.index, nil, started.Add(q.period))
 	q.twins.set(q.index, r.info.RunID)
 	if q.epoch() != r.epoch {
 		// Reconnected while reading: the reply may describe the server

@@ -1,7 +1,9 @@
 // Package api is what users of redlock program against: the Locker that
 // takes locks, the Lock handle, options and errors. The engine package
-// builds a Locker; this package has no dependencies beyond the standard
-// library, so code that only takes or passes locks imports nothing else.
+// builds a Locker; this package depends on nothing beyond the standard
+// library but the OpenTelemetry API's two interface packages (metric and
+// trace, for WithMeterProvider and WithTracerProvider: no SDK, no exporter),
+// so code that only takes or passes locks imports little else.
 //
 // # Options
 //

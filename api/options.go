@@ -5,6 +5,9 @@ import (
 	"log/slog"
 	"math"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // MaxMasters is the largest number of masters one engine drives.
@@ -60,6 +63,13 @@ type Options struct {
 	AutoExtend float64
 	// Quarantine keeps a restarted master from voting. Engine-wide.
 	Quarantine Quarantine
+	// MeterProvider and TracerProvider receive the engine's metrics and
+	// spans (OBSERVABILITY.md). Default nil: the global providers, as
+	// otel.GetMeterProvider and otel.GetTracerProvider return them at each
+	// use. TraceKeys puts lock keys on spans; default off. Engine-wide.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
+	TraceKeys      bool
 }
 
 // Quarantine is the restart quarantine (README, "Guarantees, and their

@@ -50,6 +50,7 @@ type Engine struct {
 	// know every lock and an unwatched lock costs nothing.
 	closed   atomic.Bool
 	closedAt time.Time
+	obs      *obs
 }
 
 var _ api.Locker = (*Engine)(nil)
@@ -229,11 +230,17 @@ func start(ts []transport.Transport, o api.Options) (*Engine, error) {
 	if !o.Quarantine.Off {
 		cfg.QuarantinePeriod, cfg.CheckInterval = o.Quarantine.Period, o.Quarantine.CheckInterval
 	}
-	cl, err := actors.Start(cfg)
+	ob, err := newObs(o, names)
 	if err != nil {
 		return nil, newErr(err)
 	}
-	return &Engine{opts: o, cluster: cl, transports: ts, names: names, lacking: lacking, live: make(map[*lock]struct{})}, nil
+	cfg.Metrics = ob.m
+	cl, err := actors.Start(cfg)
+	if err != nil {
+		_ = ob.m.Close()
+		return nil, newErr(err)
+	}
+	return &Engine{opts: o, cluster: cl, transports: ts, names: names, lacking: lacking, live: make(map[*lock]struct{}), obs: ob}, nil
 }
 
 // refuse says why a feature that needs capability c cannot be used over
@@ -363,7 +370,7 @@ func (e *Engine) Close() error {
 		for _, l := range live {
 			l.lose(l.closedErr())
 		}
-		err := e.cluster.Close()
+		err := errors.Join(e.cluster.Close(), e.obs.m.Close())
 		for _, t := range e.transports {
 			err = errors.Join(err, t.Close())
 		}
@@ -376,22 +383,22 @@ func (e *Engine) Close() error {
 // spent or ctx ends. Goroutines of this engine that want the same key wait
 // in a local line and contend one at a time, first come first served.
 func (e *Engine) Lock(ctx context.Context, key string, opts ...api.LockOption) (api.Lock, error) {
-	return e.acquire(ctx, "lock", key, nil, opts, false)
+	return e.lockObserved(ctx, spanLock, "lock", key, nil, opts, false)
 }
 
 // TryLock makes one attempt to take the lock on key.
 func (e *Engine) TryLock(ctx context.Context, key string, opts ...api.LockOption) (api.Lock, error) {
-	return e.acquire(ctx, "trylock", key, nil, opts, true)
+	return e.lockObserved(ctx, spanTryLock, "trylock", key, nil, opts, true)
 }
 
 // LockAll takes every key in keys as one lock, all or nothing.
 func (e *Engine) LockAll(ctx context.Context, keys []string, opts ...api.LockOption) (api.Lock, error) {
-	return e.acquireAll(ctx, "lockall", keys, opts, false)
+	return e.lockObserved(ctx, spanLockAll, "lockall", "", keys, opts, false)
 }
 
 // TryLockAll makes one attempt to take every key in keys as one lock.
 func (e *Engine) TryLockAll(ctx context.Context, keys []string, opts ...api.LockOption) (api.Lock, error) {
-	return e.acquireAll(ctx, "trylockall", keys, opts, true)
+	return e.lockObserved(ctx, spanTryLockAll, "trylockall", "", keys, opts, true)
 }
 
 func (e *Engine) acquireAll(ctx context.Context, op string, keys []string, opts []api.LockOption, once bool) (api.Lock, error) {
@@ -472,6 +479,7 @@ func (e *Engine) acquireMode(ctx context.Context, op, key string, keys []string,
 
 // run submits call and waits for it, honouring ctx.
 func (e *Engine) run(ctx context.Context, call *actors.Call) error {
+	call.Span = spanOf(ctx)
 	if err := e.cluster.Submit(call); err != nil {
 		return &api.Error{Op: call.Op, Key: call.Key, Err: err}
 	}
@@ -530,6 +538,8 @@ type lock struct {
 	done     chan struct{}
 	cause    error
 	timer    *time.Timer
+
+	grantedAt time.Time // when Lock returned it, if metrics were on
 }
 
 func (l *lock) Key() string        { return l.key }
@@ -683,7 +693,7 @@ func (l *lock) tick() {
 	// Extend never outlives the validity: past it the lock may be someone
 	// else's, and extending would be a lie.
 	ctx, cancel := context.WithDeadline(context.Background(), until)
-	err := l.extend(ctx)
+	err := l.extendObserved(ctx, true)
 	cancel()
 	l.mu.Unlock()
 	if err != nil {
@@ -716,6 +726,7 @@ func (l *lock) loseLocked(cause error) {
 		return
 	}
 	l.cause = cause
+	l.ended(cause)
 	if l.done != nil {
 		close(l.done)
 	}
@@ -729,7 +740,7 @@ func (l *lock) loseLocked(cause error) {
 
 func (l *lock) Extend(ctx context.Context) error {
 	l.mu.Lock()
-	err := l.extend(ctx)
+	err := l.extendObserved(ctx, false)
 	l.mu.Unlock()
 	// After mu is free: a tick that found it taken has left the timer at
 	// the deadline and counts on this to bring the next extension back.
@@ -786,7 +797,9 @@ func (l *lock) extend(ctx context.Context) error {
 	return nil
 }
 
-func (l *lock) Unlock(ctx context.Context) error {
+func (l *lock) Unlock(ctx context.Context) error { return l.unlockObserved(ctx) }
+
+func (l *lock) unlock(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.released {

@@ -40,6 +40,7 @@ type benchOptions struct {
 	JSON        bool
 	Plot        string
 	Progress    io.Writer // the progress bar's terminal; nil: no bar
+	MetricsAddr string    // serve Prometheus metrics here while running
 
 	// MasterTimeout bounds one master's answer (the engine's option); a
 	// loaded machine needs more than the default to count no timeouts.
@@ -106,6 +107,13 @@ interrupted.`,
 			if !o.JSON && isTerminal(cmd.OutOrStdout()) && isTerminal(cmd.ErrOrStderr()) {
 				o.Progress = cmd.ErrOrStderr()
 			}
+			if o.MetricsAddr != "" {
+				stop, err := serveMetrics(o.MetricsAddr, cmd.ErrOrStderr())
+				if err != nil {
+					return usageErr(err)
+				}
+				defer stop()
+			}
 			return runBenchCmd(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
@@ -120,6 +128,7 @@ interrupted.`,
 	f.BoolVar(&o.Fencing, "fencing", false, "take locks with fencing tokens (one more round trip per lock)")
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object instead of the report (and no progress bar)")
 	f.StringVar(&o.Plot, "plot", "", "write a chart of the latency histogram and the throughput over time to this .png or .svg file")
+	f.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve the engine's metrics for Prometheus at http://HOST:PORT/metrics while it runs (OBSERVABILITY.md)")
 	f.SortFlags = false
 	return cmd
 }

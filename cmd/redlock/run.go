@@ -68,6 +68,7 @@ type runOptions struct {
 
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	watch          *waitWatch // says what the wait is for when it passes a second
 }
 
 func defaultRunOptions() runOptions {
@@ -227,6 +228,9 @@ func (o *runOptions) engineOptions() []api.Option {
 		api.WithMaxExtensions(math.MaxInt),
 		api.WithFencing(o.Fencing),
 	}
+	if o.watch != nil {
+		opts = append(opts, o.watch.option())
+	}
 	if o.QuarantineSet {
 		if o.Quarantine == 0 {
 			opts = append(opts, api.WithoutRestartQuarantine())
@@ -310,6 +314,8 @@ func runCommand(ctx context.Context, o runOptions) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
 
+	o.watch = newWaitWatch()
+	defer o.watch.close()
 	eng, err := openRunEngine(ctx, o)
 	if err != nil {
 		return usageErr(err)
@@ -358,11 +364,26 @@ func acquire(ctx context.Context, eng *engine.Engine, o runOptions, sigs <-chan 
 	}()
 	var sig os.Signal
 	var r result
-	select {
-	case r = <-done:
-	case sig = <-sigs:
-		cancel()
-		r = <-done
+	// Said once, when the wait passes a second (so never with --wait 1s
+	// or less: such a wait never does).
+	var noticeC <-chan time.Time
+	if o.watch != nil && o.Wait > waitNotice {
+		notice := time.NewTimer(waitNotice)
+		defer notice.Stop()
+		noticeC = notice.C
+	}
+wait:
+	for {
+		select {
+		case r = <-done:
+			break wait
+		case sig = <-sigs:
+			cancel()
+			r = <-done
+			break wait
+		case <-noticeC:
+			fmt.Fprintf(o.Stderr, "redlock run: waiting for the lock %q: %s\n", o.Key, o.watch.explain(eng))
+		}
 	}
 	if sig == nil && ctx.Err() != nil {
 		// main's handler saw the signal first; ours has it too, or had it

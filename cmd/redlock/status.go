@@ -27,6 +27,7 @@ type statusOptions struct {
 	JSON       bool
 	Quarantine time.Duration // 0: off
 	Timeout    time.Duration // per master: connect, PING and INFO
+	Watch      time.Duration // > 0: redraw every Watch until interrupted
 }
 
 func defaultStatusOptions() statusOptions {
@@ -64,6 +65,9 @@ setup error.`,
 			if err := o.validate(); err != nil {
 				return usageErr(err)
 			}
+			if o.Watch > 0 {
+				return watchStatus(cmd.Context(), cmd.OutOrStdout(), o)
+			}
 			return status(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
@@ -72,6 +76,7 @@ setup error.`,
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object instead of the table")
 	f.DurationVar(&o.Quarantine, "quarantine", o.Quarantine, "restart quarantine: a master up for less does not vote; 0 for none")
 	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long each master may take to connect and answer")
+	f.DurationVar(&o.Watch, "watch", 0, "redraw the table every DURATION until interrupted (exit status 0)")
 	f.SortFlags = false
 	return cmd
 }
@@ -86,6 +91,8 @@ func (o *statusOptions) validate() error {
 		return fmt.Errorf("--quarantine %v: want 0 (none) or more", o.Quarantine)
 	case o.Timeout <= 0:
 		return fmt.Errorf("--timeout %v: want a positive duration", o.Timeout)
+	case o.Watch < 0:
+		return fmt.Errorf("--watch %v: want a positive duration (or leave it out for one report)", o.Watch)
 	}
 	seen := make(map[string]int, len(o.Nodes))
 	for i, addr := range o.Nodes {

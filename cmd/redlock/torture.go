@@ -53,6 +53,7 @@ func newTortureCmd() *cobra.Command {
 		asJSON       bool
 		engineLog    string
 		workloads    string
+		metricsAddr  string
 	)
 	cmd := &cobra.Command{
 		Use:   "torture",
@@ -154,6 +155,13 @@ redis-server), 130 when interrupted.`,
 				return usageErr(err)
 			}
 			cfg.Progress = cmd.ErrOrStderr()
+			if metricsAddr != "" {
+				stop, err := serveMetrics(metricsAddr, cmd.ErrOrStderr())
+				if err != nil {
+					return usageErr(err)
+				}
+				defer stop()
+			}
 			if engineLog != "" {
 				f, err := os.Create(engineLog)
 				if err != nil {
@@ -188,6 +196,7 @@ redis-server), 130 when interrupted.`,
 	f.IntVar(&cfg.ClusterShards, "cluster-shards", 0, "make each master a Redis Cluster of this many shards, with the faults "+strings.Join(torture.ClusterKinds, ",")+" (reshard: a lock key's slot moves to another shard while clients contend)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of the report")
 	f.StringVar(&engineLog, "engine-log", "", "write the engines' warnings (restarts seen, quarantines) to this file")
+	f.StringVar(&metricsAddr, "metrics-addr", "", "serve the in-process engines' metrics for Prometheus at http://HOST:PORT/metrics while it runs (OBSERVABILITY.md)")
 	f.SortFlags = false
 	return cmd
 }

@@ -1,0 +1,502 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	mnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/transport"
+)
+
+// Metrics holds the engine's OpenTelemetry instruments (OBSERVABILITY.md
+// lists them). The node and coordinator actors and package engine record
+// into it through one-line calls; everything about attributes and the
+// providers lives here.
+//
+// Cost is the design constraint: a lock cycle must not allocate for
+// telemetry, and without a provider it must cost next to nothing. So every
+// attribute set is built once, here, per master and per outcome, and a
+// record call passes a prebuilt option slice; and On tells, with one atomic
+// load, whether anybody listens, so that the callers skip even reading the
+// clock when nobody does.
+type Metrics struct {
+	global bool // the provider is the global one: on once somebody sets it
+	off    bool // a no-op provider: never on
+
+	acqDur   metric.Float64Histogram
+	attempts metric.Int64Histogram
+	holdDur  metric.Float64Histogram
+	lost     metric.Int64Counter
+	ext      metric.Int64Counter
+	ops      metric.Int64Counter
+	batch    metric.Int64Histogram
+	batchDur metric.Float64Histogram
+
+	waiters atomic.Int64
+	// held counts locks granted and not ended, observed by the callback:
+	// an atomic add per grant and end is cheaper than two SDK Adds.
+	held  atomic.Int64
+	nodes []nodeMetrics
+
+	acqAttrs  [numOutcomes][numCalls][2][]metric.RecordOption
+	endAttrs  [numEnds][]metric.RecordOption
+	lostAttrs [numEnds][]metric.AddOption
+	extAttrs  [numOutcomes][2][]metric.AddOption
+
+	reg metric.Registration
+}
+
+type nodeMetrics struct {
+	queued    atomic.Int64
+	inflight  atomic.Int64
+	reachable atomic.Int32 // -1 not known yet, 0 or 1
+	// quarantineEnd is when the master votes again (Unix ns), 0 when it
+	// never was in quarantine.
+	quarantineEnd atomic.Int64
+
+	observe []metric.ObserveOption
+	record  []metric.RecordOption
+	ops     [numKinds][numResults][]metric.AddOption
+}
+
+// Outcomes of an acquire (and of an extension, which uses a subset).
+const (
+	OutcomeOK    = iota // "acquired" for an acquire, "ok" for an extension
+	OutcomeTaken        // "taken" for an acquire, "not_held" for an extension
+	OutcomeUnreachable
+	OutcomeCanceled
+	OutcomeInvalid
+	OutcomeClosed
+	numOutcomes
+)
+
+var acquireOutcomes = [numOutcomes]string{"acquired", "taken", "unreachable", "canceled", "invalid", "closed"}
+var extendOutcomes = [numOutcomes]string{"ok", "not_held", "unreachable", "canceled", "invalid", "closed"}
+
+// Outcome classifies a call's error: its sentinel, as metrics and spans
+// report it.
+func Outcome(err error) int {
+	// The sentinel of the outermost *api.Error decides: its Last (an
+	// earlier attempt's error) must not, so errors.Is on the whole chain
+	// would misreport a cancelled call whose last attempt was refused.
+	// (A type assertion, not errors.As, which would allocate its target.)
+	if ae, ok := err.(*api.Error); ok {
+		err = ae.Err
+	}
+	switch {
+	case err == nil:
+		return OutcomeOK
+	case errors.Is(err, api.ErrNotAcquired), errors.Is(err, api.ErrNotHeld):
+		return OutcomeTaken
+	case errors.Is(err, api.ErrQuorumUnreachable):
+		return OutcomeUnreachable
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return OutcomeCanceled
+	case errors.Is(err, api.ErrInvalidArgument):
+		return OutcomeInvalid
+	case errors.Is(err, api.ErrClosed):
+		return OutcomeClosed
+	}
+	return OutcomeUnreachable
+}
+
+// AcquireOutcome names an Outcome for an acquire ("acquired", "taken", ...).
+func AcquireOutcome(o int) string { return acquireOutcomes[o] }
+
+// ExtendOutcome names an Outcome for an extension ("ok", "not_held", ...).
+func ExtendOutcome(o int) string { return extendOutcomes[o] }
+
+// The calls that acquire, by redlock.call attribute.
+const (
+	CallLock = iota
+	CallTryLock
+	CallLockAll
+	CallTryLockAll
+	numCalls
+)
+
+var callNames = [numCalls]string{"lock", "trylock", "lockall", "trylockall"}
+
+// CallIndex maps a call's Op to its index; unknown names count as "lock".
+func CallIndex(op string) int {
+	for i, n := range callNames {
+		if n == op {
+			return i
+		}
+	}
+	return CallLock
+}
+
+// How a held lock ended (redlock.end of the hold duration; the last three
+// are also redlock.cause of lost locks).
+const (
+	EndReleased = iota
+	EndExpired
+	EndExtensionFailed
+	EndClosed
+	numEnds
+)
+
+var endNames = [numEnds]string{"released", "expired", "extension_failed", "closed"}
+
+// Results of one op on one master.
+const (
+	resultOK = iota
+	resultRefused
+	resultFailed
+	resultQuarantined
+	numResults
+)
+
+var resultNames = [numResults]string{"ok", "refused", "failed", "quarantined"}
+
+// numKinds bounds the op kinds with an attribute set of their own; a kind
+// past it counts under "unknown".
+const numKinds = 16
+
+var defaultMeterProvider = otel.GetMeterProvider()
+
+// MetricsOff reports whether mp is a provider that records nothing: a
+// no-op one, or the global default before anybody set one.
+func MetricsOff(mp metric.MeterProvider) bool {
+	switch mp.(type) {
+	case mnoop.MeterProvider, *mnoop.MeterProvider:
+		return true
+	}
+	return mp == defaultMeterProvider
+}
+
+// Scope is the instrumentation scope of the engine's meter and tracer.
+const Scope = "github.com/quorumlock/redlock"
+
+// NewMetrics makes the instruments from mp, or from the global provider
+// when mp is nil, for the masters names.
+func NewMetrics(mp metric.MeterProvider, names []string) (*Metrics, error) {
+	m := &Metrics{global: mp == nil}
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	m.off = !m.global && MetricsOff(mp)
+	meter := mp.Meter(Scope)
+	seconds := metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+	var errs []error
+	var err error
+	m.acqDur, err = meter.Float64Histogram("redlock.lock.acquire.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time a Lock, TryLock, LockAll or TryLockAll call took, by outcome"), seconds)
+	errs = append(errs, err)
+	m.attempts, err = meter.Int64Histogram("redlock.lock.acquire.attempts", metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts one acquire call made"), metric.WithExplicitBucketBoundaries(1, 2, 3, 5, 10, 20, 50, 100, 1000))
+	errs = append(errs, err)
+	held, err := meter.Int64ObservableUpDownCounter("redlock.lock.held", metric.WithUnit("{lock}"),
+		metric.WithDescription("Locks granted whose handle has not ended yet"))
+	errs = append(errs, err)
+	m.holdDur, err = meter.Float64Histogram("redlock.lock.hold.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time from a lock's grant to its end, by how it ended"), seconds)
+	errs = append(errs, err)
+	m.lost, err = meter.Int64Counter("redlock.lock.lost", metric.WithUnit("{lock}"),
+		metric.WithDescription("Locks lost before Unlock, by cause"))
+	errs = append(errs, err)
+	m.ext, err = meter.Int64Counter("redlock.lock.extensions", metric.WithUnit("{extension}"),
+		metric.WithDescription("Extensions, by outcome and whether auto-extension made them"))
+	errs = append(errs, err)
+	m.ops, err = meter.Int64Counter("redlock.master.ops", metric.WithUnit("{op}"),
+		metric.WithDescription("Operations a master answered, by kind and result"))
+	errs = append(errs, err)
+	m.batch, err = meter.Int64Histogram("redlock.master.batch.size", metric.WithUnit("{op}"),
+		metric.WithDescription("Operations per batch sent to a master"), metric.WithExplicitBucketBoundaries(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
+	errs = append(errs, err)
+	m.batchDur, err = meter.Float64Histogram("redlock.master.batch.duration", metric.WithUnit("s"),
+		metric.WithDescription("Round trip of one batch to a master"), seconds)
+	errs = append(errs, err)
+	queued, err := meter.Int64ObservableUpDownCounter("redlock.master.ops.queued", metric.WithUnit("{op}"),
+		metric.WithDescription("Operations waiting for a batch to a master (sampled when batches leave and return)"))
+	errs = append(errs, err)
+	inflight, err := meter.Int64ObservableUpDownCounter("redlock.master.ops.inflight", metric.WithUnit("{op}"),
+		metric.WithDescription("Operations in batches out to a master"))
+	errs = append(errs, err)
+	reachable, err := meter.Int64ObservableGauge("redlock.master.reachable", metric.WithUnit("{master}"),
+		metric.WithDescription("1 when the master answered its last batch or server check, 0 when it did not"))
+	errs = append(errs, err)
+	quarantined, err := meter.Int64ObservableGauge("redlock.master.quarantined", metric.WithUnit("{master}"),
+		metric.WithDescription("1 while the master is in restart quarantine (does not vote), else 0"))
+	errs = append(errs, err)
+	remaining, err := meter.Float64ObservableGauge("redlock.master.quarantine.remaining", metric.WithUnit("s"),
+		metric.WithDescription("Time until the master votes again, 0 when it votes"))
+	errs = append(errs, err)
+	waiters, err := meter.Int64ObservableUpDownCounter("redlock.lock.waiters", metric.WithUnit("{call}"),
+		metric.WithDescription("Lock calls waiting in a key's local line behind another call of this engine"))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("redlock: making the metric instruments: %w", err)
+	}
+
+	for o := range numOutcomes {
+		for c := range numCalls {
+			for f := range 2 {
+				m.acqAttrs[o][c][f] = recordSet(
+					attribute.String("redlock.call", callNames[c]),
+					attribute.Bool("redlock.fenced", f == 1),
+					attribute.String("redlock.outcome", acquireOutcomes[o]))
+			}
+		}
+		for a := range 2 {
+			m.extAttrs[o][a] = addSet(attribute.String("redlock.outcome", extendOutcomes[o]), attribute.Bool("redlock.auto", a == 1))
+		}
+	}
+	for e := range numEnds {
+		m.endAttrs[e] = recordSet(attribute.String("redlock.end", endNames[e]))
+		m.lostAttrs[e] = addSet(attribute.String("redlock.cause", endNames[e]))
+	}
+	m.nodes = make([]nodeMetrics, len(names))
+	for i, name := range names {
+		nm := &m.nodes[i]
+		nm.reachable.Store(-1)
+		master := attribute.String("redlock.master", name)
+		nm.observe = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(master))}
+		nm.record = recordSet(master)
+		for k := range numKinds {
+			kind := transport.OpKind(k).String()
+			for r := range numResults {
+				nm.ops[k][r] = addSet(master, attribute.String("redlock.op", kind), attribute.String("redlock.result", resultNames[r]))
+			}
+		}
+	}
+	m.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		now := time.Now().UnixNano()
+		o.ObserveInt64(waiters, m.waiters.Load())
+		o.ObserveInt64(held, m.held.Load())
+		for i := range m.nodes {
+			nm := &m.nodes[i]
+			o.ObserveInt64(queued, nm.queued.Load(), nm.observe...)
+			o.ObserveInt64(inflight, nm.inflight.Load(), nm.observe...)
+			if r := nm.reachable.Load(); r >= 0 {
+				o.ObserveInt64(reachable, int64(r), nm.observe...)
+			}
+			left := max(nm.quarantineEnd.Load()-now, 0)
+			in := int64(0)
+			if left > 0 {
+				in = 1
+			}
+			o.ObserveInt64(quarantined, in, nm.observe...)
+			o.ObserveFloat64(remaining, time.Duration(left).Seconds(), nm.observe...)
+		}
+		return nil
+	}, queued, inflight, reachable, quarantined, remaining, waiters, held)
+	if err != nil {
+		return nil, fmt.Errorf("redlock: registering the metric callback: %w", err)
+	}
+	return m, nil
+}
+
+func recordSet(kv ...attribute.KeyValue) []metric.RecordOption {
+	return []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
+}
+
+func addSet(kv ...attribute.KeyValue) []metric.AddOption {
+	return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
+}
+
+// Close unregisters the callback, so that a closed engine is no longer
+// observed (and can be collected).
+func (m *Metrics) Close() error {
+	if m == nil || m.reg == nil {
+		return nil
+	}
+	return m.reg.Unregister()
+}
+
+// On reports whether anybody listens: the callers skip their work (reading
+// the clock, classifying results) when nobody does.
+func (m *Metrics) On() bool {
+	if m == nil || m.off {
+		return false
+	}
+	return !m.global || !MetricsOff(otel.GetMeterProvider())
+}
+
+// Acquired records an acquire call that began at start.
+func (m *Metrics) Acquired(call, outcome int, fenced bool, start time.Time) {
+	f := 0
+	if fenced {
+		f = 1
+	}
+	m.acqDur.Record(context.Background(), time.Since(start).Seconds(), m.acqAttrs[outcome][call][f]...)
+	if outcome == OutcomeOK {
+		m.held.Add(1)
+	}
+}
+
+// Ended records the end of a lock granted at start: why, and for how long
+// it was held. A lock that ends otherwise than by release is lost.
+func (m *Metrics) Ended(end int, start time.Time) {
+	m.held.Add(-1)
+	m.holdDur.Record(context.Background(), time.Since(start).Seconds(), m.endAttrs[end]...)
+	if end != EndReleased {
+		m.lost.Add(context.Background(), 1, m.lostAttrs[end]...)
+	}
+}
+
+// Extended records an extension's outcome.
+func (m *Metrics) Extended(outcome int, auto bool) {
+	a := 0
+	if auto {
+		a = 1
+	}
+	m.ext.Add(context.Background(), 1, m.extAttrs[outcome][a]...)
+}
+
+// waiting counts a call into (1) or out of (-1) a key's local line.
+func (m *Metrics) waiting(d int64) {
+	if m != nil {
+		m.waiters.Add(d)
+	}
+}
+
+// finished is the coordinator's hook as call ends with err, before its
+// phase becomes phaseDone: it closes the span's last round and counts an
+// acquire's attempts.
+func (m *Metrics) finished(call *Call, err error, masters int) {
+	if call.phase == phaseQueued {
+		m.waiting(-1) // left the line without a turn: cancelled, or closing
+	}
+	if call.Span != nil {
+		switch call.phase {
+		case phaseAcquiring, phaseFencing, phaseExtending, phaseReleasing:
+			roundEvent(call, err, "", masters)
+		}
+	}
+	if call.Kind == Acquire && m.On() {
+		f := 0
+		if call.Fenced {
+			f = 1
+		}
+		m.attempts.Record(context.Background(), int64(call.attempts), m.acqAttrs[Outcome(err)][CallIndex(call.Op)][f]...)
+	}
+}
+
+// attemptFailed adds the span event of an attempt that did not win.
+func attemptFailed(call *Call, sentinel error, detail string, masters int) {
+	if call.Span != nil {
+		roundEvent(call, sentinel, detail, masters)
+	}
+}
+
+// backedOff adds the span event of the backoff chosen after an attempt.
+func backedOff(call *Call, d time.Duration) {
+	if call.Span != nil {
+		call.Span.AddEvent("backoff", trace.WithAttributes(attribute.Int64("redlock.backoff_ms", d.Milliseconds()),
+			attribute.Int("redlock.attempt", call.attempts)))
+	}
+}
+
+var phaseNames = [...]string{phaseAcquiring: "acquire", phaseFencing: "fence", phaseExtending: "extend", phaseReleasing: "release", phaseDone: ""}
+
+// roundEvent adds one span event for the round of ops call just decided:
+// what the masters answered and what came of it.
+func roundEvent(call *Call, err error, detail string, masters int) {
+	result := "ok"
+	if err != nil {
+		result = AcquireOutcome(Outcome(err))
+	}
+	attrs := []attribute.KeyValue{
+		attribute.Int("redlock.attempt", call.attempts),
+		attribute.Int("redlock.granted", call.granted),
+		attribute.Int("redlock.refused", call.refused),
+		attribute.Int("redlock.failed", call.failed),
+		attribute.Int("redlock.unanswered", masters-call.replied),
+		attribute.String("redlock.result", result),
+	}
+	if detail != "" {
+		attrs = append(attrs, attribute.String("redlock.detail", detail))
+	}
+	call.Span.AddEvent(phaseNames[call.phase], trace.WithAttributes(attrs...))
+}
+
+// sending records a batch about to leave for master i, with queued ops left
+// behind and inflight batches' ops out (this one included).
+func (m *Metrics) sending(i int, b *batch, queued int) {
+	if !m.On() {
+		return
+	}
+	nm := &m.nodes[i]
+	b.metered = true
+	nm.queued.Store(int64(queued))
+	nm.inflight.Add(int64(len(b.ops)))
+	m.batch.Record(context.Background(), int64(len(b.ops)), nm.record...)
+}
+
+// queued records the ops waiting at master i.
+func (m *Metrics) queued(i, queued int) {
+	if m.On() {
+		m.nodes[i].queued.Store(int64(queued))
+	}
+}
+
+// returned records batch b of master i, vetted, before its results go
+// back: its round trip, what each op came to, and whether the master
+// answered at all.
+func (m *Metrics) returned(i int, b *batch, queued int) {
+	if !b.metered {
+		return // sent while nobody listened
+	}
+	b.metered = false
+	nm := &m.nodes[i]
+	nm.inflight.Add(-int64(len(b.ops)))
+	nm.queued.Store(int64(queued))
+	m.batchDur.Record(context.Background(), time.Since(b.sent).Seconds(), nm.record...)
+	// Counted per batch, one Add per kind and result that occurs: an SDK
+	// Add locks and hashes the attribute set, too dear to pay per op in a
+	// batch of hundreds.
+	var counts [numKinds][numResults]int32
+	answered := false
+	for j := range b.res {
+		r := resultOK
+		switch {
+		case b.res[j].Err != nil && errors.Is(b.res[j].Err, api.ErrQuarantined):
+			r, answered = resultQuarantined, true
+		case b.res[j].Err != nil:
+			r = resultFailed
+		case b.res[j].OK:
+			answered = true
+		default:
+			r, answered = resultRefused, true
+		}
+		counts[int(b.ops[j].Kind)%numKinds][r]++
+	}
+	for k := range counts {
+		for r, c := range counts[k] {
+			if c > 0 {
+				m.ops.Add(context.Background(), int64(c), nm.ops[k][r]...)
+			}
+		}
+	}
+	if answered {
+		nm.reachable.Store(1)
+	} else {
+		nm.reachable.Store(0)
+	}
+}
+
+// learned records what a server check of master i found: err != nil when
+// the master could not be read, else when its quarantine ends.
+func (m *Metrics) learned(i int, err error, votesAt time.Time) {
+	if m == nil {
+		return
+	}
+	nm := &m.nodes[i]
+	if err != nil {
+		nm.reachable.Store(0)
+		return
+	}
+	nm.reachable.Store(1)
+	nm.quarantineEnd.Store(votesAt.UnixNano())
+}
