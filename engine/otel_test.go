@@ -307,7 +307,9 @@ func (g *holdGate) release() {
 
 func (g *holdGate) Name() string { return g.Transport.(transport.Namer).Name() }
 
-func (g *holdGate) Capabilities() transport.Capabilities { return transport.CapabilitiesOf(g.Transport) }
+func (g *holdGate) Capabilities() transport.Capabilities {
+	return transport.CapabilitiesOf(g.Transport)
+}
 
 // TestMasterMetrics checks the per-master metrics: ops by kind and result,
 // batches, ops queued and in flight, reachability, and the local line.
