@@ -44,9 +44,10 @@ portability:
 	@echo "go build ./cmd/redlock for windows/amd64"
 	@GOOS=windows GOARCH=amd64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/redlock
 
-# make torture - ten minutes of every fault kind (the default --faults list) on five real redis-server
-# masters, with the history checker (SAFETY.md). TORTURE_FLAGS overrides.
-TORTURE_FLAGS ?= --duration 10m --seed 1
+# make torture - ten minutes of every fault kind (the default --faults list) and every workload
+# (mutex, semaphore, read-write) on five real redis-server masters, with the history checker
+# (SAFETY.md). TORTURE_FLAGS overrides.
+TORTURE_FLAGS ?= --duration 10m --seed 1 --workloads mutex,semaphore,rw
 TORTURE_BIN ?= $(or $(TMPDIR),/tmp)/redlock-torture
 
 .PHONY: torture
