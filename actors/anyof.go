@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/cenkalti/backoff/v4"
 	"github.com/quorumlock/redlock/api"
 )
 
@@ -244,29 +243,14 @@ func (c *coordinator) failAny(ctx actor.Context, call *Call) {
 		c.finish(ctx, call, err)
 		return
 	}
-	call.phase = phaseWaiting
-	if call.bo == nil {
-		call.bo = &backoff.ExponentialBackOff{
-			InitialInterval:     call.Retry.InitialInterval,
-			RandomizationFactor: call.Retry.RandomizationFactor,
-			Multiplier:          call.Retry.Multiplier,
-			MaxInterval:         call.Retry.MaxInterval,
-			Stop:                backoff.Stop,
-			Clock:               backoff.SystemClock,
-		}
-		call.bo.Reset()
-	}
 	if call.wake {
 		// A local holder released a permit while this attempt was out.
 		call.wake = false
+		call.phase = phaseWaiting
 		c.attemptAny(ctx, call)
 		return
 	}
-	d := call.bo.NextBackOff()
-	if took := time.Since(call.t1); d <= took {
-		d += took
-	}
-	call.timer = c.sched.SendOnce(d, c.self, &retryTick{call: call, seq: call.seq})
+	c.backOff(call)
 }
 
 // abandonAny ends an AcquireAny call with cause: its running children are

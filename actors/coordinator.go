@@ -375,6 +375,20 @@ func (c *coordinator) failAttempt(ctx actor.Context, call *Call, sentinel error,
 		}
 		return
 	}
+	if call.wake {
+		// The lock was released locally while this attempt was out: the
+		// key is free now, no need to wait.
+		call.wake = false
+		call.phase = phaseWaiting
+		c.attempt(ctx, call)
+		return
+	}
+	c.backOff(call)
+}
+
+// backOff puts call to wait for its next attempt: the next randomized
+// exponential delay of its retry settings, armed as an actor timer.
+func (c *coordinator) backOff(call *Call) {
 	call.phase = phaseWaiting
 	if call.bo == nil {
 		call.bo = &backoff.ExponentialBackOff{
@@ -386,13 +400,6 @@ func (c *coordinator) failAttempt(ctx actor.Context, call *Call, sentinel error,
 			Clock:               backoff.SystemClock,
 		}
 		call.bo.Reset()
-	}
-	if call.wake {
-		// The lock was released locally while this attempt was out: the
-		// key is free now, no need to wait.
-		call.wake = false
-		c.attempt(ctx, call)
-		return
 	}
 	d := call.bo.NextBackOff()
 	// Never retry sooner than the attempt took, so that clients that
