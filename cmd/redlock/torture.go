@@ -324,7 +324,14 @@ func printTorture(w io.Writer, r *torture.Report) {
 		fmt.Fprintf(w, "  %-14s %s\n", row[0], row[1])
 	}
 	if r.Violations.Count == 0 {
-		fmt.Fprintf(w, "\nno violation: every grant was exclusive within its validity, tokens increased, no holder overran its validity unsignalled\n")
+		extra := ""
+		if slices.Contains(r.Workloads, torture.WorkloadSemaphore) {
+			extra += ", no semaphore had more holders than permits"
+		}
+		if slices.Contains(r.Workloads, torture.WorkloadRW) {
+			extra += ", no writer overlapped another holder"
+		}
+		fmt.Fprintf(w, "\nno violation: every grant was exclusive within its validity, tokens increased, no holder overran its validity unsignalled%s\n", extra)
 		return
 	}
 	fmt.Fprintf(w, "\nVIOLATIONS (%s; %d listed):\n", kv(intMap(r.Violations.ByKind)), len(r.Violations.List))
