@@ -1,6 +1,7 @@
 # make demo  - the main job on the embedded default, no setup
 # make test  - every test, on a fresh machine: installs what it needs first
-#              (the example plugin's module, examples/rueidis, included)
+#              (the example plugin's module, examples/rueidis, included; and
+#              bench/redsync's go.mod kept tidy, so bench/run.sh builds)
 GO ?= go
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -28,6 +29,7 @@ test: deps fmt-check vet portability
 	$(GO) test -race -count=1 -timeout 10m ./...
 	cd examples/rueidis && GOWORK=off $(GO) mod tidy -diff && GOWORK=off $(GO) vet ./... && \
 		GOWORK=off $(GO) test -race -count=1 -timeout 5m ./...
+	cd bench/redsync && GOWORK=off $(GO) mod tidy -diff
 
 # make portability - the library builds for PLATFORMS (GOOS/GOARCH), and the
 # command for Windows. make test checks the platforms that differ most from
