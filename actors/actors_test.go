@@ -28,14 +28,23 @@ type gated struct {
 	late chan struct{}
 	mu   sync.Mutex
 	seen []transport.Op
-	// arrived, when t0 is set, is when each batch with an Acquire reached
-	// Do, since t0.
+	// arrived, when t0 is set, is when each batch with an acquire (of
+	// kind acq, Acquire when unset) reached Do, since t0.
 	t0      time.Time
+	acq     transport.OpKind
 	arrived []time.Duration
 }
 
+// acquire is the acquire kind g watches for.
+func (g *gated) acquire() transport.OpKind {
+	if g.acq == 0 {
+		return transport.Acquire
+	}
+	return g.acq
+}
+
 func (g *gated) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
-	if !g.t0.IsZero() && slices.ContainsFunc(ops, func(op transport.Op) bool { return op.Kind == transport.Acquire }) {
+	if !g.t0.IsZero() && slices.ContainsFunc(ops, func(op transport.Op) bool { return op.Kind == g.acquire() }) {
 		g.mu.Lock()
 		g.arrived = append(g.arrived, time.Since(g.t0))
 		g.mu.Unlock()
@@ -156,17 +165,27 @@ func TestPanickingTransportIsAFailedMaster(t *testing.T) {
 // (queueLimit: the TTL here) is dropped without being sent, since it could
 // only take a key that must then be released again; and the drop is
 // overload, not a master's failure: the attempt is retried, not reported.
+// The same for every kind of lock: a read-write lock's acquires (shared
+// and exclusive) are SETs too.
 func TestStaleAcquireIsNotSent(t *testing.T) {
-	synctest.Test(t, testStaleAcquireIsNotSent)
+	for _, m := range []struct {
+		name string
+		mode Mode
+	}{{"mutex", Mutex}, {"reader", Reader}, {"writer", Writer}} {
+		t.Run(m.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testStaleAcquireIsNotSent(t, m.mode) })
+		})
+	}
 }
 
-func testStaleAcquireIsNotSent(t *testing.T) {
-	g := &gated{Transport: memory.New().Transport(), gate: make(chan struct{}), late: make(chan struct{}), t0: time.Now()}
+func testStaleAcquireIsNotSent(t *testing.T, mode Mode) {
+	g := &gated{Transport: memory.New().Transport(), gate: make(chan struct{}), late: make(chan struct{}), t0: time.Now(), acq: mode.acquire()}
 	c := start(t, []transport.Transport{g}, 30*time.Millisecond, 1)
 	const ttl = 100 * time.Millisecond // the queue limit: longer than the 30ms timeout
 	first := NewCall(Acquire, "trylock", "a", "v1", ttl, time.Millisecond)
 	second := NewCall(Acquire, "trylock", "b", "v2", ttl, time.Millisecond)
 	for _, call := range []*Call{first, second} {
+		call.Mode = mode
 		call.Retry = api.DefaultOptions().Retry
 		call.Retry.MaxAttempts = 1
 		if err := c.Submit(call); err != nil {
@@ -227,8 +246,8 @@ func testStaleAcquireIsNotSent(t *testing.T) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, op := range g.seen {
-		if op.Kind == transport.Acquire {
-			t.Fatalf("the acquire of %s was sent after its call ended", op.Key)
+		if op.Kind == g.acquire() {
+			t.Fatalf("the %s of %s was sent after its call ended", op.Kind, op.Key)
 		}
 	}
 }
