@@ -159,6 +159,17 @@ func (c *Call) from() time.Time {
 	return c.sent
 }
 
+// acquires reports whether kind takes a key (a SET of some kind): such an
+// op is worth sending only while its attempt can still win (opRequest's
+// deadline), and the node drops it unsent after that.
+func acquires(kind transport.OpKind) bool {
+	switch kind {
+	case transport.Acquire, transport.AcquireFenced, transport.AcquireShared, transport.AcquireExclusive:
+		return true
+	}
+	return false
+}
+
 // opRequest is one operation for the masters. The coordinator sends the same
 // pointer to every node actor; it is read-only once sent.
 type opRequest struct {
@@ -166,7 +177,7 @@ type opRequest struct {
 	hash     uint64 // of the key, for the node's in-flight table
 	seq      uint64
 	op       transport.Op
-	deadline time.Time // Acquire only: not worth sending after this
+	deadline time.Time // acquires only (see acquires): not worth sending after this
 	shard    int32
 	reply    bool // false: the sender wants no reply
 	// cleanup marks a release of what ended attempts left; its seq is the

@@ -228,7 +228,7 @@ func (c *coordinator) send(ctx actor.Context, call *Call, kind transport.OpKind,
 	if kind == transport.RaiseFence {
 		r.op.Token = call.token
 	}
-	if kind == transport.Acquire || kind == transport.AcquireFenced {
+	if acquires(kind) {
 		r.deadline = call.t1.Add(c.queueLimit(call))
 	}
 	for _, pid := range c.nodes {

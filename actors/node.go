@@ -192,7 +192,7 @@ func (n *node) flush() {
 				keep = append(keep, r)
 				continue
 			}
-			if r.op.Kind == transport.Acquire || r.op.Kind == transport.AcquireFenced {
+			if acquires(r.op.Kind) {
 				if now.IsZero() {
 					now = time.Now()
 				}
