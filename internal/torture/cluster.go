@@ -248,12 +248,7 @@ func (r *run) shardKill(ctx context.Context, rng *rand.Rand, n int, targeted boo
 // were not hit; a shard that does not answer keeps nothing.
 func (r *run) clusterFenceBroken(victims []int) (bool, string) {
 	time.Sleep(20 * time.Millisecond) // let grants decided before the kill reach the recorder
-	want := make(map[string]int64, len(r.keys))
-	for _, k := range r.keys {
-		if t := r.rec.MaxToken(k); t > 0 {
-			want[k] = t
-		}
-	}
+	want := r.fenceWant()
 	if len(want) == 0 {
 		return false, ""
 	}
@@ -266,20 +261,8 @@ func (r *run) clusterFenceBroken(victims []int) (bool, string) {
 		wg.Go(func() { counters[m] = r.clusterCounters(m) })
 	}
 	wg.Wait()
-	for _, k := range r.keys {
-		t, ok := want[k]
-		if !ok {
-			continue
-		}
-		keep := 0
-		for m := range Masters {
-			if counters[m][k] >= t {
-				keep++
-			}
-		}
-		if keep < r.quorum {
-			return true, fmt.Sprintf("killed shards of clusters %v: only %d clusters keep %s's counter at %d", oneBased(victims), keep, k, t)
-		}
+	if k, keep, t, short := r.fenceShort(want, counters); short {
+		return true, fmt.Sprintf("killed shards of clusters %v: only %d clusters keep %s's counter at %d", oneBased(victims), keep, k, t)
 	}
 	return false, ""
 }

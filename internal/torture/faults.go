@@ -187,12 +187,7 @@ func (r *run) kill(ctx context.Context, rng *rand.Rand, n int, targeted bool) {
 func (r *run) fenceBroken(victims []int) (bool, string) {
 	// Let grants decided just before the kill reach the recorder.
 	time.Sleep(20 * time.Millisecond)
-	want := make(map[string]int64, len(r.keys))
-	for _, k := range r.keys {
-		if t := r.rec.MaxToken(k); t > 0 {
-			want[k] = t
-		}
-	}
+	want := r.fenceWant()
 	if len(want) == 0 {
 		return false, ""
 	}
@@ -216,22 +211,44 @@ func (r *run) fenceBroken(victims []int) (bool, string) {
 		})
 	}
 	wg.Wait()
+	if k, keep, t, short := r.fenceShort(want, counters); short {
+		return true, fmt.Sprintf("killed masters %v: only %d masters keep %s's counter at %d", oneBased(victims), keep, k, t)
+	}
+	return false, ""
+}
+
+// fenceWant is the largest token granted of every key that has one: what
+// a master must keep for the fencing claim to hold.
+func (r *run) fenceWant() map[string]int64 {
+	want := make(map[string]int64, len(r.keys))
+	for _, k := range r.keys {
+		if t := r.rec.MaxToken(k); t > 0 {
+			want[k] = t
+		}
+	}
+	return want
+}
+
+// fenceShort finds a key whose counter fewer than a majority of masters
+// keep at its largest token (counters[m] is master m's reading, nil for
+// none), and how many do.
+func (r *run) fenceShort(want map[string]int64, counters []map[string]int64) (key string, keep int, token int64, short bool) {
 	for _, k := range r.keys {
 		t, ok := want[k]
 		if !ok {
 			continue
 		}
 		keep := 0
-		for m := range Masters {
-			if counters[m] != nil && counters[m][k] >= t {
+		for m := range counters {
+			if counters[m][k] >= t {
 				keep++
 			}
 		}
 		if keep < r.quorum {
-			return true, fmt.Sprintf("killed masters %v: only %d masters keep %s's counter at %d", oneBased(victims), keep, k, t)
+			return k, keep, t, true
 		}
 	}
-	return false, ""
+	return "", 0, 0, false
 }
 
 func oneBased(ms []int) []int {
