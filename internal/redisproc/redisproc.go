@@ -136,10 +136,18 @@ func StopAll(servers []*Server) {
 
 func (s *Server) startOnFreePort(ctx context.Context) error {
 	var err error
-	for range startAttempts {
+	for attempt := range startAttempts {
 		var port int
 		if port, err = freePort(); err != nil {
 			return err
+		}
+		if attempt > 0 && s.BusPort != 0 {
+			// The port in use may have been the cluster bus port (another
+			// server's main port can be handed out as it): pick both anew,
+			// or every retry fails on the same bus port.
+			if s.BusPort, err = freePort(); err != nil {
+				return err
+			}
 		}
 		s.Port = port
 		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
