@@ -187,12 +187,7 @@ func checkKey(key string, gs []*Grant, resets []Reset) []Violation {
 	var out []Violation
 	// overlap: clipped critical sections.
 	seen := make(map[pair]bool)
-	var secs []*Grant
-	for _, g := range gs {
-		if s, e := g.section(); g.Ran && s < e {
-			secs = append(secs, g)
-		}
-	}
+	secs := ranSections(gs)
 	sweep(secs, (*Grant).section, func(a, b *Grant) {
 		seen[pair{a, b}], seen[pair{b, a}] = true, true
 		as, ae := a.section()
@@ -202,12 +197,7 @@ func checkKey(key string, gs []*Grant, resets []Reset) []Violation {
 			a.Holder, ms(as), ms(ae), b.Holder, ms(bs), ms(be), ms(min(ae, be)-max(as, bs)))})
 	})
 	// grant-overlap: grant windows.
-	var wins []*Grant
-	for _, g := range gs {
-		if s, e := g.window(); s < e {
-			wins = append(wins, g)
-		}
-	}
+	wins := openWindows(gs)
 	sweep(wins, (*Grant).window, func(a, b *Grant) {
 		if seen[pair{a, b}] {
 			return
@@ -390,4 +380,27 @@ func (l *Log) Add(g Grant) {
 	l.grants = append(l.grants, g)
 	l.r.grants.Add(1)
 	l.r.NoteToken(g.Key, g.Token)
+}
+
+// ranSections lists the grants of gs whose holder ran a critical section
+// that is not empty once clipped to its validity.
+func ranSections(gs []*Grant) []*Grant {
+	var out []*Grant
+	for _, g := range gs {
+		if s, e := g.section(); g.Ran && s < e {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// openWindows lists the grants of gs whose grant window is not empty.
+func openWindows(gs []*Grant) []*Grant {
+	var out []*Grant
+	for _, g := range gs {
+		if s, e := g.window(); s < e {
+			out = append(out, g)
+		}
+	}
+	return out
 }

@@ -19,12 +19,7 @@ const WriterOverlap Kind = "writer-overlap"
 func checkShared(key string, gs []*Grant) []Violation {
 	var out []Violation
 	seen := make(map[pair]bool)
-	var secs []*Grant
-	for _, g := range gs {
-		if s, e := g.section(); g.Ran && s < e {
-			secs = append(secs, g)
-		}
-	}
+	secs := ranSections(gs)
 	sweepRW(secs, (*Grant).section, func(a, b *Grant) {
 		seen[pair{a, b}], seen[pair{b, a}] = true, true
 		as, ae := a.section()
@@ -33,12 +28,7 @@ func checkShared(key string, gs []*Grant) []Violation {
 			"%s %s ran [%v, %v] and %s %s ran [%v, %v] (clipped to validity): %v of overlap",
 			role(a), a.Holder, ms(as), ms(ae), role(b), b.Holder, ms(bs), ms(be), ms(min(ae, be)-max(as, bs)))})
 	})
-	var wins []*Grant
-	for _, g := range gs {
-		if s, e := g.window(); s < e {
-			wins = append(wins, g)
-		}
-	}
+	wins := openWindows(gs)
 	sweepRW(wins, (*Grant).window, func(a, b *Grant) {
 		if seen[pair{a, b}] {
 			return
