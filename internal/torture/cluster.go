@@ -206,26 +206,9 @@ func (r *run) shardKill(ctx context.Context, rng *rand.Rand, n int, targeted boo
 		wg.Go(r.cl.nodes[m][shards[i]].Kill)
 	}
 	wg.Wait()
-	var failed sync.Map
-	for i, m := range victims {
-		wg.Go(func() {
-			rctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-			defer cancel()
-			if err := r.cl.nodes[m][shards[i]].Restart(rctx); err != nil {
-				failed.Store(m, err)
-			}
-		})
-	}
-	broken, why := r.clusterFenceBroken(victims)
-	wg.Wait()
-	restarted := r.rec.Now()
-	failed.Range(func(k, v any) bool {
-		r.count(r.detail, "kill.restart_failed", 1)
-		if r.cfg.Progress != nil {
-			fmt.Fprintf(r.cfg.Progress, "redlock torture: restarting a shard of cluster %d: %v\n", k.(int)+1, v)
-		}
-		return true
-	})
+	broken, why, restarted := r.restartAll(victims,
+		func(i, m int) func(context.Context) error { return r.cl.nodes[m][shards[i]].Restart },
+		func() (bool, string) { return r.clusterFenceBroken(victims) }, "a shard of cluster")
 	desc := make([]string, len(victims))
 	for i, m := range victims {
 		desc[i] = fmt.Sprintf("cluster %d shard %d", m+1, shards[i]+1)

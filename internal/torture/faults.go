@@ -139,29 +139,14 @@ func (r *run) kill(ctx context.Context, rng *rand.Rand, n int, targeted bool) {
 	wg.Wait()
 	// Restart at once, on the same ports, empty. The restart does not
 	// depend on ctx: a run that ends meanwhile stops the servers anyway.
-	var failed sync.Map
 	for _, m := range victims {
 		r.mu.Lock()
 		r.lastCounter[m] = nil
 		r.mu.Unlock()
-		wg.Go(func() {
-			rctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-			defer cancel()
-			if err := r.servers[m].Restart(rctx); err != nil {
-				failed.Store(m, err)
-			}
-		})
 	}
-	broken, why := r.fenceBroken(victims)
-	wg.Wait()
-	restarted := r.rec.Now()
-	failed.Range(func(k, v any) bool {
-		r.count(r.detail, "kill.restart_failed", 1)
-		if r.cfg.Progress != nil {
-			fmt.Fprintf(r.cfg.Progress, "redlock torture: restarting master %d: %v\n", k.(int)+1, v)
-		}
-		return true
-	})
+	broken, why, restarted := r.restartAll(victims,
+		func(_, m int) func(context.Context) error { return r.servers[m].Restart },
+		func() (bool, string) { return r.fenceBroken(victims) }, "master")
 	if broken {
 		what += "; fence reset: " + why
 	}
@@ -215,6 +200,37 @@ func (r *run) fenceBroken(victims []int) (bool, string) {
 		return true, fmt.Sprintf("killed masters %v: only %d masters keep %s's counter at %d", oneBased(victims), keep, k, t)
 	}
 	return false, ""
+}
+
+// restartAll restarts every victim at once (restart(i, m) is victims[i]'s
+// restart; a restart does not depend on the run's ctx: a run that ends
+// meanwhile stops the servers anyway), while check reads the fencing
+// counters of the others. It reports failed restarts (what names a
+// victim: "master" or "a shard of cluster") and returns check's answer and
+// when every restart was back.
+func (r *run) restartAll(victims []int, restart func(i, m int) func(context.Context) error, check func() (bool, string), what string) (broken bool, why string, restarted time.Duration) {
+	var wg sync.WaitGroup
+	var failed sync.Map
+	for i, m := range victims {
+		wg.Go(func() {
+			rctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			if err := restart(i, m)(rctx); err != nil {
+				failed.Store(m, err)
+			}
+		})
+	}
+	broken, why = check()
+	wg.Wait()
+	restarted = r.rec.Now()
+	failed.Range(func(k, v any) bool {
+		r.count(r.detail, "kill.restart_failed", 1)
+		if r.cfg.Progress != nil {
+			fmt.Fprintf(r.cfg.Progress, "redlock torture: restarting %s %d: %v\n", what, k.(int)+1, v)
+		}
+		return true
+	})
+	return broken, why, restarted
 }
 
 // fenceWant is the largest token granted of every key that has one: what
