@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +31,9 @@ var Concurrencies = []int{1, 16, 64, 256, 1024}
 // RedisNodes returns the addresses of the Redis masters to benchmark against:
 // those in NodesEnv, else five redis-server processes started for b (and
 // stopped by its cleanup).
+//
+// It also notes the servers' process ids (when they are local) for the
+// machine accounting of the workloads that follow (see Run).
 func RedisNodes(b *testing.B) []string {
 	b.Helper()
 	if env := strings.TrimSpace(os.Getenv(NodesEnv)); env != "" {
@@ -37,6 +41,7 @@ func RedisNodes(b *testing.B) []string {
 		for i := range nodes {
 			nodes[i] = strings.TrimSpace(nodes[i])
 		}
+		serverPids.Store(bench.LocalPids(nodes))
 		return nodes
 	}
 	servers := redistest.Start(b, 5)
@@ -44,8 +49,14 @@ func RedisNodes(b *testing.B) []string {
 	for i, s := range servers {
 		addrs[i] = s.Addr
 	}
+	serverPids.Store(bench.LocalPids(addrs))
+	b.Cleanup(func() { serverPids.Store(nil) })
 	return addrs
 }
+
+// serverPids are the local Redis servers of the last RedisNodes, whose CPU
+// the machine accounting charges to "servers".
+var serverPids atomic.Value // []int
 
 // Run runs every standard workload on client as a sub-benchmark of b:
 // uncontended/c=C and contended/c=C/k=C/4 for each of Concurrencies. It
@@ -70,6 +81,19 @@ func RedisNodes(b *testing.B) []string {
 //	             voluntary context switches (a thread blocked: a wake-up to
 //	             pay later) and involuntary ones (the kernel took a core
 //	             away) per cycle (getrusage).
+//
+// and the whole machine's time per cycle (bench.Account; /proc/stat, 10 ms
+// ticks, so only runs of a second or more give figures worth reading):
+//
+//	srv-us/cycle     the local Redis servers' CPU (0 on the memory masters)
+//	others-us/cycle  every other process's CPU and the kernel's own work
+//	                 (other users of a shared machine show here)
+//	idle-us/cycle    time a core had nothing to run (idle + iowait)
+//	steal-us/cycle   time the hypervisor gave a core to someone else
+//	softirq-us/cycle interrupt work (loopback delivery), already included
+//	                 in the terms above
+//	total-us/cycle   cores × wall time: cpu-us + srv-us + others-us +
+//	                 idle-us + steal-us come to this, up to tick rounding
 func Run(b *testing.B, name string, client bench.Client) {
 	b.Helper()
 	prefix := bench.RunPrefix(name)
@@ -144,11 +168,14 @@ func runWorkload(b *testing.B, client bench.Client, w bench.Workload, fairness b
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	pids, _ := serverPids.Load().([]int)
+	m0 := bench.ReadMachine(pids)
 	cost0 := bench.ReadCost()
 	start := time.Now()
 	bench.Run(context.Background(), client, w, int64(b.N), rec)
 	elapsed := time.Since(start)
 	cost := bench.ReadCost().Sub(cost0)
+	m := bench.ReadMachine(pids).Sub(m0)
 	b.StopTimer()
 	s := rec.Summarize(elapsed)
 	if s.Errors > 0 {
@@ -163,6 +190,7 @@ func runWorkload(b *testing.B, client bench.Client, w bench.Workload, fairness b
 	b.ReportMetric(bench.Ms(s.P99), "p99-ms")
 	if s.Cycles > 0 {
 		ReportCost(b, cost, s.Cycles)
+		ReportMachine(b, m, cost, elapsed, s.Cycles)
 	}
 	return rec
 }
@@ -180,4 +208,21 @@ func ReportCost(b *testing.B, cost bench.Cost, cycles int64) {
 		b.ReportMetric(p.Reads, "reads/cycle")
 		b.ReportMetric(p.Writes, "writes/cycle")
 	}
+}
+
+// ReportMachine reports the machine accounting of a run (see Run): m is
+// the machine's delta over it, cost the client's own.
+func ReportMachine(b *testing.B, m bench.Machine, cost bench.Cost, wall time.Duration, cycles int64) {
+	if !m.Have || !cost.HaveCPU {
+		return
+	}
+	a := bench.AccountFor(m, cost.CPU, wall, cycles)
+	if m.HaveProcs {
+		b.ReportMetric(a.Servers, "srv-us/cycle")
+	}
+	b.ReportMetric(a.Others, "others-us/cycle")
+	b.ReportMetric(a.Idle, "idle-us/cycle")
+	b.ReportMetric(a.Steal, "steal-us/cycle")
+	b.ReportMetric(a.SoftIRQ, "softirq-us/cycle")
+	b.ReportMetric(a.Total, "total-us/cycle")
 }
