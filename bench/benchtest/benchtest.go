@@ -41,7 +41,8 @@ func RedisNodes(b *testing.B) []string {
 		for i := range nodes {
 			nodes[i] = strings.TrimSpace(nodes[i])
 		}
-		serverPids.Store(bench.LocalPids(nodes))
+		pids := bench.LocalPids(nodes)
+		serverPids.Store(&pids)
 		return nodes
 	}
 	servers := redistest.Start(b, 5)
@@ -49,14 +50,15 @@ func RedisNodes(b *testing.B) []string {
 	for i, s := range servers {
 		addrs[i] = s.Addr
 	}
-	serverPids.Store(bench.LocalPids(addrs))
+	pids := bench.LocalPids(addrs)
+	serverPids.Store(&pids)
 	b.Cleanup(func() { serverPids.Store(nil) })
 	return addrs
 }
 
 // serverPids are the local Redis servers of the last RedisNodes, whose CPU
 // the machine accounting charges to "servers".
-var serverPids atomic.Value // []int
+var serverPids atomic.Pointer[[]int]
 
 // Run runs every standard workload on client as a sub-benchmark of b:
 // uncontended/c=C and contended/c=C/k=C/4 for each of Concurrencies. It
@@ -168,7 +170,10 @@ func runWorkload(b *testing.B, client bench.Client, w bench.Workload, fairness b
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	pids, _ := serverPids.Load().([]int)
+	var pids []int
+	if p := serverPids.Load(); p != nil {
+		pids = *p
+	}
 	m0 := bench.ReadMachine(pids)
 	cost0 := bench.ReadCost()
 	start := time.Now()
