@@ -420,17 +420,30 @@ func appendEvalSHA(buf []byte, id scriptID, keys, argv int) []byte {
 
 func appendHeader(buf []byte, n int) []byte {
 	buf = append(buf, '*')
-	buf = strconv.AppendInt(buf, int64(n), 10)
+	buf = appendLen(buf, n)
 	return append(buf, '\r', '\n')
 }
 
 // appendBulk appends s as a RESP bulk string.
 func appendBulk[S ~string | ~[]byte](buf []byte, s S) []byte {
 	buf = append(buf, '$')
-	buf = strconv.AppendInt(buf, int64(len(s)), 10)
+	buf = appendLen(buf, len(s))
 	buf = append(buf, '\r', '\n')
 	buf = append(buf, s...)
 	return append(buf, '\r', '\n')
+}
+
+// appendLen appends n >= 0 in decimal. Lengths and counts of a lock's
+// commands are nearly all below 100, and strconv.AppendInt was a third of
+// the encoding's instructions (callgrind, BenchmarkEncode).
+func appendLen(buf []byte, n int) []byte {
+	switch {
+	case n >= 0 && n < 10:
+		return append(buf, byte('0'+n))
+	case n >= 10 && n < 100:
+		return append(buf, byte('0'+n/10), byte('0'+n%10))
+	}
+	return strconv.AppendInt(buf, int64(n), 10)
 }
 
 // appendFenceKey appends transport.FenceKey(key) as a bulk string without

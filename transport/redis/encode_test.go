@@ -61,3 +61,13 @@ func TestBatchEncodingMatchesRadix(t *testing.T) {
 		t.Fatalf("%d receivers, last answers %d; want %d, the last for no op", len(b.replies), b.index[len(b.replies)-1], len(cases)+1)
 	}
 }
+
+// appendLen writes every length as strconv does, across its fast paths'
+// edges.
+func TestAppendLen(t *testing.T) {
+	for _, n := range []int{0, 1, 9, 10, 11, 42, 99, 100, 101, 999, 1000, 65535, 1 << 20} {
+		if got, want := string(appendLen([]byte("x"), n)), "x"+strconv.Itoa(n); got != want {
+			t.Errorf("appendLen(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
