@@ -15,6 +15,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -30,13 +31,13 @@ func main() {
 	name := flag.String("name", "command", "a name for the output line")
 	asJSON := flag.Bool("json", false, "print JSON")
 	flag.Parse()
-	if err := run(*nodes, *cycles, *name, *asJSON, flag.Args()); err != nil {
+	if err := run(os.Stdout, *nodes, *cycles, *name, *asJSON, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "account:", err)
 		os.Exit(2)
 	}
 }
 
-func run(nodes string, cycles int64, name string, asJSON bool, args []string) error {
+func run(out io.Writer, nodes string, cycles int64, name string, asJSON bool, args []string) error {
 	if cycles <= 0 {
 		return errors.New("-cycles must be > 0: how many cycles the command runs")
 	}
@@ -51,7 +52,7 @@ func run(nodes string, cycles int64, name string, asJSON bool, args []string) er
 		}
 	}
 	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.Stdout, cmd.Stderr = out, os.Stderr
 	m0 := bench.ReadMachine(pids)
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
@@ -69,14 +70,14 @@ func run(nodes string, cycles int64, name string, asJSON bool, args []string) er
 	client := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	a := bench.AccountFor(m, client, wall, cycles)
 	if asJSON {
-		return json.NewEncoder(os.Stdout).Encode(struct {
+		return json.NewEncoder(out).Encode(struct {
 			Name   string  `json:"name"`
 			Cycles int64   `json:"cycles"`
 			WallS  float64 `json:"wall_s"`
 			bench.Account
 		}{name, cycles, wall.Seconds(), a})
 	}
-	fmt.Printf("%s: %d cycles in %.2fs = %.0f cycles/s; us/cycle: client %.2f servers %.2f others %.2f idle %.2f steal %.2f (softirq %.2f included) = %.2f measured, cores x wall %.2f\n",
+	_, err := fmt.Fprintf(out, "%s: %d cycles in %.2fs = %.0f cycles/s; us/cycle: client %.2f servers %.2f others %.2f idle %.2f steal %.2f (softirq %.2f included) = %.2f measured, cores x wall %.2f\n",
 		name, cycles, wall.Seconds(), float64(cycles)/wall.Seconds(), a.Client, a.Servers, a.Others, a.Idle, a.Steal, a.SoftIRQ, a.Measured, a.Total)
-	return nil
+	return err
 }
