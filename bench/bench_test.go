@@ -74,8 +74,8 @@ func BenchmarkTuning(b *testing.B) {
 		opts  []api.Option
 		flush time.Duration // the Redis transport's WriteFlushInterval
 	}{
-		{name: "default"}, // 512 ops a batch, 2 batches in flight, 2 coordinators, no write coalescing
-		{name: "inflight=1", opts: []api.Option{api.WithBatching(512, 1)}},
+		{name: "default"}, // 512 ops a batch, 1 batch in flight per master, 2 coordinators, no write coalescing
+		{name: "inflight=2", opts: []api.Option{api.WithBatching(512, 2)}},
 		{name: "inflight=4", opts: []api.Option{api.WithBatching(512, 4)}},
 		{name: "batch=64", opts: []api.Option{api.WithBatching(64, 2)}},
 		{name: "coordinators=1", opts: []api.Option{api.WithCoordinators(1)}},
