@@ -1,0 +1,287 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/transport"
+)
+
+// shards is the restart quarantine of a master that is several servers
+// (transport.ShardReporter: the shards of a Redis Cluster), kept per shard:
+// each shard is a failure domain of its own. A shard that restarted empty
+// has forgotten the keys of its slots, and only those: so its grants do not
+// count until it has been up for the period, while the master's other
+// shards go on voting for theirs.
+//
+// The rules are the single server's (see quarantine), applied to the shard
+// that served each op, in the epoch of that shard that served it: the
+// transport reports both per op (Served), after any redirect, so an op that
+// MOVED or ASK sent to another shard is vetted by that shard. A grant
+// counts only if its shard was read in that very epoch and was past its
+// period; any other grant becomes an ErrQuarantined failure. Shards are
+// known by name (address) for the transport's life: one that leaves the
+// slot map and comes back is still compared with the run id it had.
+//
+// Everything here runs on the node actor, but for the reads themselves.
+type shards struct {
+	r     transport.ShardReporter
+	known map[string]*shardProc
+	// current is ShardNames as last read (on every check tick): the
+	// shards that the metrics and the twins check describe.
+	current []string
+	// waits: for each parked batch, the reads it waits for.
+	waits map[*batch][]shardWait
+}
+
+// shardProc is what the quarantine knows of the process behind one shard.
+type shardProc struct {
+	vetted   bool
+	vettedAt uint64
+	started  time.Time
+	runID    string
+	readErr  error // the last read's error, nil once one succeeds
+	fetching bool
+	gen      uint64 // counts reads started
+}
+
+type shardWait struct {
+	shard string
+	gen   uint64
+}
+
+func newShards(r transport.ShardReporter) *shards {
+	return &shards{r: r, known: map[string]*shardProc{}, waits: map[*batch][]shardWait{}}
+}
+
+func (s *shards) proc(name string) *shardProc {
+	p := s.known[name]
+	if p == nil {
+		p = &shardProc{}
+		s.known[name] = p
+	}
+	return p
+}
+
+// do sends b through the transport (see node.do), recording who served
+// each op when the quarantine is per shard.
+func (q *quarantine) do(ctx context.Context, t transport.Transport, b *batch) error {
+	if q == nil || q.shards == nil {
+		return t.Do(ctx, b.ops, b.res)
+	}
+	return q.shards.do(ctx, b)
+}
+
+func (s *shards) do(ctx context.Context, b *batch) error {
+	if cap(b.served) < len(b.ops) {
+		b.served = make([]transport.Served, len(b.ops))
+	}
+	b.served = b.served[:len(b.ops)]
+	clear(b.served)
+	return s.r.DoServed(ctx, b.ops, b.res, b.served)
+}
+
+// checkAll reads every shard of the current map, so that a shard is known
+// before it serves (no batch waits for its first read) and a restart is
+// found within an interval even on a shard that serves nothing.
+func (s *shards) checkAll(q *quarantine, n *node) {
+	s.current = s.r.ShardNames()
+	for _, name := range s.current {
+		s.check(q, n, name)
+	}
+}
+
+// check reads one shard's info off the actor's goroutine, unless a read is
+// out already.
+func (s *shards) check(q *quarantine, n *node, name string) {
+	p := s.proc(name)
+	if p.fetching {
+		return
+	}
+	p.fetching = true
+	p.gen++
+	gen := p.gen
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		// The epoch first: the info then describes that epoch's process
+		// or a later one, never an earlier one.
+		r := &infoResult{shard: name, gen: gen, epoch: s.r.ShardEpoch(name)}
+		ctx, cancel := context.WithTimeout(context.Background(), max(n.timeout, time.Second))
+		r.info, r.err = s.r.ShardInfo(ctx, name)
+		cancel()
+		r.at = time.Now()
+		n.root.Send(n.self, r)
+	}()
+}
+
+func (s *shards) learn(q *quarantine, n *node, r *infoResult) {
+	p := s.proc(r.shard)
+	p.fetching = false
+	if r.err != nil {
+		// Unknown is not trusted: a shard we cannot read does not vote.
+		p.vetted, p.readErr = false, r.err
+	} else {
+		started, another := startOf(p.runID, p.started, r)
+		if another {
+			q.logger.Warn("redlock: another process behind a shard of this master (restarted, or the address now reaches a different server); the shard is in quarantine", "master", q.name, "shard", r.shard,
+				"old_run_id", p.runID, "run_id", r.info.RunID, "uptime", r.info.Uptime,
+				"votes_again_in", time.Until(started.Add(q.period)).Round(time.Millisecond))
+		}
+		p.runID, p.started, p.readErr = r.info.RunID, started, nil
+		if s.r.ShardEpoch(r.shard) != r.epoch {
+			// Reconnected while reading: the reply vouches for no epoch.
+			p.vetted = false
+			s.check(q, n, r.shard)
+		} else {
+			p.vettedAt, p.vetted = r.epoch, true
+		}
+	}
+	s.report(q, n)
+	s.release(q, n)
+}
+
+// report hands the metrics and the twins check the master as a whole: it
+// is unreadable while any current shard is, and in quarantine until its
+// last shard leaves it (the metrics carry no shard attribute, so that
+// their cardinality stays the number of masters); its identity is the set
+// of its shards' run ids, as the transport's own ServerInfo says.
+func (s *shards) report(q *quarantine, n *node) {
+	var ends time.Time
+	ids := make([]string, 0, len(s.current))
+	var err error
+	complete := true
+	for _, name := range s.current {
+		p := s.known[name]
+		switch {
+		case p == nil || (p.runID == "" && p.readErr == nil):
+			complete = false // its first read is still out
+		case p.readErr != nil:
+			err = errors.Join(err, fmt.Errorf("shard %s: %w", name, p.readErr))
+		default:
+			ids = append(ids, p.runID)
+			if e := p.started.Add(q.period); e.After(ends) {
+				ends = e
+			}
+		}
+	}
+	if err == nil && (!complete || len(s.current) == 0) {
+		return
+	}
+	if err != nil {
+		n.m.learned(n.index, err, time.Time{})
+		q.twins.set(q.index, "")
+		return
+	}
+	n.m.learned(n.index, nil, ends)
+	slices.Sort(ids)
+	q.twins.set(q.index, "cluster:"+strings.Join(ids, ","))
+}
+
+// park holds batch b while a read of a shard that served one of its
+// answers, in an epoch not vetted yet, is out (starting that read): right
+// after start or a shard's reconnect, reporting its grants as quarantined
+// would fail locks for one round trip for nothing.
+func (s *shards) park(q *quarantine, n *node, b *batch) bool {
+	var waits []shardWait
+	for i := range b.served {
+		sv := b.served[i]
+		if sv.Shard == "" || sv.Epoch == transport.Unvetted || !countsAsVote(b, i, true) {
+			continue
+		}
+		p := s.proc(sv.Shard)
+		if p.vetted && p.vettedAt == sv.Epoch {
+			continue
+		}
+		s.check(q, n, sv.Shard)
+		w := shardWait{sv.Shard, p.gen}
+		if !slices.Contains(waits, w) {
+			waits = append(waits, w)
+		}
+	}
+	if len(waits) == 0 {
+		return false
+	}
+	s.waits[b] = waits
+	q.parked = append(q.parked, b)
+	return true
+}
+
+// release delivers the parked batches whose reads have all come back.
+func (s *shards) release(q *quarantine, n *node) {
+	keep := q.parked[:0]
+	var ready []*batch
+	for _, b := range q.parked {
+		waits := s.waits[b]
+		out := false
+		for _, w := range waits {
+			if p := s.known[w.shard]; p.fetching && p.gen == w.gen {
+				out = true
+				break
+			}
+		}
+		if out {
+			keep = append(keep, b)
+			continue
+		}
+		delete(s.waits, b)
+		ready = append(ready, b)
+	}
+	clear(q.parked[len(keep):])
+	q.parked = keep
+	for _, b := range ready {
+		n.finish(b)
+	}
+}
+
+// countsAsVote reports whether op i of b is an answer the quarantine must
+// vet: a grant (or, with answers, any definite answer), not a release,
+// which only ever helps.
+func countsAsVote(b *batch, i int, answers bool) bool {
+	k := b.ops[i].Kind
+	return k != transport.Release && k != transport.ReleaseShared && (b.res[i].OK || (answers && b.res[i].Err == nil))
+}
+
+// vet turns each grant of b into an ErrQuarantined failure unless the
+// shard that served it, in the epoch that served it, may vote; and, when
+// the master is one server with another entry (twins), every answer.
+func (s *shards) vet(q *quarantine, n *node, b *batch) {
+	if reason := q.twins.err(q.index); reason != nil {
+		for i := range b.res {
+			if countsAsVote(b, i, true) {
+				b.res[i] = transport.Result{Err: reason}
+			}
+		}
+		return
+	}
+	var now time.Time
+	for i := range b.res {
+		if !countsAsVote(b, i, false) {
+			continue
+		}
+		var sv transport.Served
+		if i < len(b.served) {
+			sv = b.served[i]
+		}
+		p := s.known[sv.Shard]
+		if sv.Shard == "" || sv.Epoch == transport.Unvetted || p == nil || !p.vetted || p.vettedAt != sv.Epoch {
+			b.res[i] = transport.Result{Err: fmt.Errorf("%w: shard %s: its process could not be checked since it (re)connected", api.ErrQuarantined, sv.Shard)}
+			if sv.Shard != "" {
+				s.check(q, n, sv.Shard)
+			}
+			continue
+		}
+		if now.IsZero() {
+			now = time.Now()
+		}
+		if ends := p.started.Add(q.period); now.Before(ends) {
+			b.res[i] = transport.Result{Err: fmt.Errorf("%w: shard %s up for %v, votes again in %v", api.ErrQuarantined, sv.Shard,
+				now.Sub(p.started).Round(time.Millisecond), ends.Sub(now).Round(time.Millisecond))}
+		}
+	}
+}
