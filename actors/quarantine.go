@@ -57,10 +57,13 @@ type infoTick struct{}
 type infoResult struct {
 	shard string // the shard read (shards mode only)
 	gen   uint64 // the shard's read it answers (shards mode only)
-	epoch uint64
-	info  transport.ServerInfo
-	err   error
-	at    time.Time
+	// handoffs: the shard's Handoffs count before the read (shards mode
+	// only).
+	handoffs uint64
+	epoch    uint64
+	info     transport.ServerInfo
+	err      error
+	at       time.Time
 }
 
 func (q *quarantine) epoch() uint64 {

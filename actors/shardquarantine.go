@@ -28,6 +28,16 @@ import (
 // known by name (address) for the transport's life: one that leaves the
 // slot map and comes back is still compared with the run id it had.
 //
+// Keys travel between shards (resharding), and so does a loss: a shard
+// that restarted empty and then hands a slot to another (a new slot map,
+// or MOVED or ASK sent on) hands over keys it no longer has, and the
+// shard that takes the slot, past its own period, would grant them. So a
+// hand-off (transport.ShardReporter's Handoffs) from a shard in quarantine,
+// or one that may have followed a restart found late, quarantines the
+// whole master until that shard's period ends (taint). A shard first read
+// while young may have handed its slots over before we knew it: that
+// quarantines the whole master too, as one server's first read would.
+//
 // Everything here runs on the node actor, but for the reads themselves.
 type shards struct {
 	r     transport.ShardReporter
@@ -37,6 +47,8 @@ type shards struct {
 	current []string
 	// waits: for each parked batch, the reads it waits for.
 	waits map[*batch][]shardWait
+	// taint: no grant of the master counts before it (see above).
+	taint time.Time
 }
 
 // shardProc is what the quarantine knows of the process behind one shard.
@@ -48,6 +60,10 @@ type shardProc struct {
 	readErr  error // the last read's error, nil once one succeeds
 	fetching bool
 	gen      uint64 // counts reads started
+	name     string
+	// handoffs is the shard's Handoffs count that is accounted for: no
+	// hand-off up to it can have carried a loss of the process runID.
+	handoffs uint64
 }
 
 type shardWait struct {
@@ -62,7 +78,7 @@ func newShards(r transport.ShardReporter) *shards {
 func (s *shards) proc(name string) *shardProc {
 	p := s.known[name]
 	if p == nil {
-		p = &shardProc{}
+		p = &shardProc{name: name}
 		s.known[name] = p
 	}
 	return p
@@ -111,7 +127,7 @@ func (s *shards) check(q *quarantine, n *node, name string) {
 		defer n.wg.Done()
 		// The epoch first: the info then describes that epoch's process
 		// or a later one, never an earlier one.
-		r := &infoResult{shard: name, gen: gen, epoch: s.r.ShardEpoch(name)}
+		r := &infoResult{shard: name, gen: gen, epoch: s.r.ShardEpoch(name), handoffs: s.r.Handoffs(name)}
 		ctx, cancel := context.WithTimeout(context.Background(), max(n.timeout, time.Second))
 		r.info, r.err = s.r.ShardInfo(ctx, name)
 		cancel()
@@ -128,6 +144,26 @@ func (s *shards) learn(q *quarantine, n *node, r *infoResult) {
 		p.vetted, p.readErr = false, r.err
 	} else {
 		started, another := startOf(p.runID, p.started, r)
+		ends := started.Add(q.period)
+		switch {
+		case p.runID == "":
+			p.handoffs = r.handoffs
+			if r.at.Before(ends) {
+				s.taintUntil(q, ends, r.shard, "first read while in quarantine")
+			}
+		case another:
+			// Whatever left the shard since the read that last saw the
+			// old process may have left after the restart.
+			if h := s.r.Handoffs(r.shard); h != p.handoffs {
+				s.taintUntil(q, ends, r.shard, "handed keys over around its restart")
+				p.handoffs = h
+			}
+		default:
+			s.watch(q, r.at)
+			if !r.at.Before(ends) {
+				p.handoffs = r.handoffs
+			}
+		}
 		if another {
 			q.logger.Warn("redlock: another process behind a shard of this master (restarted, or the address now reaches a different server); the shard is in quarantine", "master", q.name, "shard", r.shard,
 				"old_run_id", p.runID, "run_id", r.info.RunID, "uptime", r.info.Uptime,
@@ -144,6 +180,29 @@ func (s *shards) learn(q *quarantine, n *node, r *infoResult) {
 	}
 	s.report(q, n)
 	s.release(q, n)
+}
+
+// taintUntil keeps the whole master from voting until end.
+func (s *shards) taintUntil(q *quarantine, end time.Time, shard, why string) {
+	if end.After(s.taint) {
+		s.taint = end
+		q.logger.Warn("redlock: a shard in restart quarantine may have handed its keys to another shard (resharding); the whole master is in quarantine", "master", q.name, "shard", shard, "reason", why,
+			"votes_again_in", time.Until(end).Round(time.Millisecond))
+	}
+}
+
+// watch taints the master for every shard in quarantine at now that
+// handed part of its keyspace over since it was last looked at.
+func (s *shards) watch(q *quarantine, now time.Time) {
+	for _, p := range s.known {
+		if p.runID == "" || !now.Before(p.started.Add(q.period)) {
+			continue
+		}
+		if h := s.r.Handoffs(p.name); h != p.handoffs {
+			s.taintUntil(q, p.started.Add(q.period), p.name, "handed keys over while in quarantine")
+			p.handoffs = h
+		}
+	}
 }
 
 // report hands the metrics and the twins check the master as a whole: it
@@ -259,7 +318,17 @@ func (s *shards) vet(q *quarantine, n *node, b *batch) {
 		}
 		return
 	}
-	var now time.Time
+	now := time.Now()
+	s.watch(q, now)
+	if now.Before(s.taint) {
+		reason := fmt.Errorf("%w: a shard in quarantine may have handed its keys to another (resharding); the whole master votes again in %v", api.ErrQuarantined, s.taint.Sub(now).Round(time.Millisecond))
+		for i := range b.res {
+			if countsAsVote(b, i, false) {
+				b.res[i] = transport.Result{Err: reason}
+			}
+		}
+		return
+	}
 	for i := range b.res {
 		if !countsAsVote(b, i, false) {
 			continue
@@ -275,9 +344,6 @@ func (s *shards) vet(q *quarantine, n *node, b *batch) {
 				s.check(q, n, sv.Shard)
 			}
 			continue
-		}
-		if now.IsZero() {
-			now = time.Now()
 		}
 		if ends := p.started.Add(q.period); now.Before(ends) {
 			b.res[i] = transport.Result{Err: fmt.Errorf("%w: shard %s up for %v, votes again in %v", api.ErrQuarantined, sv.Shard,

@@ -322,6 +322,16 @@ const Unvetted = ^uint64(0)
 // shard's run id and uptime; it may be asked about a shard that is no
 // longer in ShardNames (the engine vets results after the fact).
 //
+// Handoffs counts the times part of the shard's keyspace went to another
+// shard: a slot map that gives a slot of the shard to another, an op the
+// shard redirected (MOVED, ASK) and that was resent elsewhere. It is bumped
+// before the other shard can serve that part. The engine needs it because
+// keys travel: a shard that restarted empty and then handed its slots over
+// (a resharding) hands over its loss, and the shard that takes them must
+// not vote for them before the restarted shard's quarantine ends; so while
+// a shard is in quarantine, a hand-off from it quarantines the whole
+// master.
+//
 // ShardNames lists the shards that serve ops now (those of the current slot
 // map), which the engine checks ahead of their first results. The list may
 // change at any time; a shard name must keep meaning one address while
@@ -329,6 +339,7 @@ const Unvetted = ^uint64(0)
 type ShardReporter interface {
 	DoServed(ctx context.Context, ops []Op, results []Result, served []Served) error
 	ShardNames() []string
+	Handoffs(shard string) uint64
 	ShardEpoch(shard string) uint64
 	ShardInfo(ctx context.Context, shard string) (ServerInfo, error)
 }

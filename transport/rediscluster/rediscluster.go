@@ -188,6 +188,8 @@ type Transport struct {
 	refreshes atomic.Int64
 	moved     atomic.Int64
 	asked     atomic.Int64
+	// handoffs: per node address, see Handoffs (under mu).
+	handoffs map[string]uint64
 }
 
 // Redirects counts the ops resent after MOVED and after ASK so far.
@@ -214,6 +216,7 @@ func New(cfg Config) (*Transport, error) {
 		cfg:       cfg,
 		name:      Scheme + "://" + strings.Join(cfg.Seeds, ","),
 		nodes:     make(map[string]*redis.Transport),
+		handoffs:  make(map[string]uint64),
 		firstDone: make(chan struct{}),
 		syncReq:   make(chan chan struct{}),
 		kick:      make(chan struct{}, 1),
@@ -361,6 +364,21 @@ func (t *Transport) ShardNames() []string {
 		return nil
 	}
 	return slices.Clone(tp.masters)
+}
+
+// Handoffs counts the slots that a new slot map gave from shard to another
+// node, and the ops shard redirected that were resent elsewhere (see
+// transport.ShardReporter).
+func (t *Transport) Handoffs(shard string) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.handoffs[shard]
+}
+
+func (t *Transport) handoff(shard string) {
+	t.mu.Lock()
+	t.handoffs[shard]++
+	t.mu.Unlock()
 }
 
 // ShardEpoch is the epoch of the connection to shard (an address), 0
@@ -594,8 +612,18 @@ func (t *Transport) install(tp *topo) {
 	if t.closed {
 		return
 	}
-	if old := t.topo.Load(); old == nil || !slices.Equal(old.masters, tp.masters) {
+	old := t.topo.Load()
+	if old == nil || !slices.Equal(old.masters, tp.masters) {
 		t.base++
+	}
+	if old != nil {
+		// Before the map is published: a shard's keys reach their new
+		// owner only after the count that says so.
+		for s := range tp.owner {
+			if o := old.owner[s]; o >= 0 && (tp.owner[s] < 0 || tp.masters[tp.owner[s]] != old.masters[o]) {
+				t.handoffs[old.masters[o]]++
+			}
+		}
 	}
 	t.topo.Store(tp)
 }
@@ -929,6 +957,8 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 				next = append(next, np)
 			}
 			np.idx = append(np.idx, i)
+			// Before the resend: the op leaves p's shard for another.
+			t.handoff(p.addr)
 			if d.ask {
 				t.asked.Add(1)
 			} else {
