@@ -31,12 +31,18 @@ import (
 // Keys travel between shards (resharding), and so does a loss: a shard
 // that restarted empty and then hands a slot to another (a new slot map,
 // or MOVED or ASK sent on) hands over keys it no longer has, and the
-// shard that takes the slot, past its own period, would grant them. So a
-// hand-off (transport.ShardReporter's Handoffs) from a shard in quarantine,
-// or one that may have followed a restart found late, quarantines the
-// whole master until that shard's period ends (taint). A shard first read
-// while young may have handed its slots over before we knew it: that
-// quarantines the whole master too, as one server's first read would.
+// shard that takes the slot, past its own period, would grant them. The
+// transport counts each shard's hand-offs (transport.ShardReporter's
+// Handoffs) before the other shard can serve what was handed over, and a
+// hand-off counts as accounted for once a read of the shard's run id,
+// started after it, found the process the engine knew (no restart, so no
+// loss, came before it). A batch that returns while a shard has hand-offs
+// not accounted for waits for such a read (its grants may be for keys that
+// shard handed over); if the read finds a restart, or the shard is in
+// quarantine when it hands over, the whole master is quarantined until that
+// shard's period ends (taint). A shard first read while young may have
+// handed its slots over before we knew it: that taints the master too, as
+// one server's first read would quarantine it.
 //
 // Everything here runs on the node actor, but for the reads themselves.
 type shards struct {
@@ -45,8 +51,10 @@ type shards struct {
 	// current is ShardNames as last read (on every check tick): the
 	// shards that the metrics and the twins check describe.
 	current []string
-	// waits: for each parked batch, the reads it waits for.
+	// waits: for each parked batch, the reads it waits for; needs: the
+	// hand-offs that must be accounted for before its grants count.
 	waits map[*batch][]shardWait
+	needs map[*batch][]handoffNeed
 	// taint: no grant of the master counts before it (see above).
 	taint time.Time
 }
@@ -62,8 +70,23 @@ type shardProc struct {
 	gen      uint64 // counts reads started
 	name     string
 	// handoffs is the shard's Handoffs count that is accounted for: no
-	// hand-off up to it can have carried a loss of the process runID.
+	// hand-off up to it can have carried a loss unseen (never decreases).
 	handoffs uint64
+	// fetchHandoffs: Handoffs as read before the read out now; reread: a
+	// count that the read out now does not cover, for which another read
+	// must follow it.
+	fetchHandoffs, reread uint64
+	// pending is a count not accounted for, first seen at pendingAt: once
+	// a period has passed since, every key it may have carried a loss of
+	// has expired, so it is accounted for even if the shard is gone for
+	// good (its slots moved away before it was shut down).
+	pending   uint64
+	pendingAt time.Time
+}
+
+type handoffNeed struct {
+	shard string
+	count uint64
 }
 
 type shardWait struct {
@@ -72,7 +95,7 @@ type shardWait struct {
 }
 
 func newShards(r transport.ShardReporter) *shards {
-	return &shards{r: r, known: map[string]*shardProc{}, waits: map[*batch][]shardWait{}}
+	return &shards{r: r, known: map[string]*shardProc{}, waits: map[*batch][]shardWait{}, needs: map[*batch][]handoffNeed{}}
 }
 
 func (s *shards) proc(name string) *shardProc {
@@ -122,12 +145,16 @@ func (s *shards) check(q *quarantine, n *node, name string) {
 	p.fetching = true
 	p.gen++
 	gen := p.gen
+	// Hand-offs are read here, before the read starts: all of them up to
+	// this count happened before the process the read finds.
+	p.fetchHandoffs = s.r.Handoffs(name)
+	handoffs := p.fetchHandoffs
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		// The epoch first: the info then describes that epoch's process
 		// or a later one, never an earlier one.
-		r := &infoResult{shard: name, gen: gen, epoch: s.r.ShardEpoch(name), handoffs: s.r.Handoffs(name)}
+		r := &infoResult{shard: name, gen: gen, epoch: s.r.ShardEpoch(name), handoffs: handoffs}
 		ctx, cancel := context.WithTimeout(context.Background(), max(n.timeout, time.Second))
 		r.info, r.err = s.r.ShardInfo(ctx, name)
 		cancel()
@@ -140,14 +167,17 @@ func (s *shards) learn(q *quarantine, n *node, r *infoResult) {
 	p := s.proc(r.shard)
 	p.fetching = false
 	if r.err != nil {
-		// Unknown is not trusted: a shard we cannot read does not vote.
-		p.vetted, p.readErr = false, r.err
+		// Unknown is not trusted: a shard we cannot read does not vote,
+		// nor is what it handed over accounted for (the batches waiting
+		// for that fail; no read again at once, which would spin while
+		// the shard is down).
+		p.vetted, p.readErr, p.reread = false, r.err, 0
 	} else {
 		started, another := startOf(p.runID, p.started, r)
 		ends := started.Add(q.period)
 		switch {
 		case p.runID == "":
-			p.handoffs = r.handoffs
+			p.handoffs = max(p.handoffs, r.handoffs)
 			if r.at.Before(ends) {
 				s.taintUntil(q, ends, r.shard, "first read while in quarantine")
 			}
@@ -156,13 +186,16 @@ func (s *shards) learn(q *quarantine, n *node, r *infoResult) {
 			// old process may have left after the restart.
 			if h := s.r.Handoffs(r.shard); h != p.handoffs {
 				s.taintUntil(q, ends, r.shard, "handed keys over around its restart")
-				p.handoffs = h
+				p.handoffs = max(p.handoffs, h)
 			}
 		default:
-			s.watch(q, r.at)
-			if !r.at.Before(ends) {
-				p.handoffs = r.handoffs
+			// The same process as before: what it handed over until the
+			// read began carried no loss unseen, unless it was (and is)
+			// in quarantine.
+			if r.handoffs > p.handoffs && r.at.Before(ends) {
+				s.taintUntil(q, ends, r.shard, "handed keys over while in quarantine")
 			}
+			p.handoffs = max(p.handoffs, r.handoffs)
 		}
 		if another {
 			q.logger.Warn("redlock: another process behind a shard of this master (restarted, or the address now reaches a different server); the shard is in quarantine", "master", q.name, "shard", r.shard,
@@ -177,6 +210,10 @@ func (s *shards) learn(q *quarantine, n *node, r *infoResult) {
 		} else {
 			p.vettedAt, p.vetted = r.epoch, true
 		}
+		if p.reread > p.handoffs {
+			s.check(q, n, r.shard)
+		}
+		p.reread = 0
 	}
 	s.report(q, n)
 	s.release(q, n)
@@ -191,18 +228,51 @@ func (s *shards) taintUntil(q *quarantine, end time.Time, shard, why string) {
 	}
 }
 
-// watch taints the master for every shard in quarantine at now that
-// handed part of its keyspace over since it was last looked at.
-func (s *shards) watch(q *quarantine, now time.Time) {
+// handoffs returns the reads that batch b must wait for because of
+// hand-offs not accounted for (see shards), starting them, and records in
+// needs what they must account for. A shard in quarantine that handed over
+// taints the master at once instead.
+func (s *shards) handoffs(q *quarantine, n *node, b *batch, now time.Time) (waits []shardWait) {
+	var needs []handoffNeed
 	for _, p := range s.known {
-		if p.runID == "" || !now.Before(p.started.Add(q.period)) {
+		if p.runID == "" {
+			continue // its first read covers it
+		}
+		h := s.r.Handoffs(p.name)
+		if h == p.handoffs {
 			continue
 		}
-		if h := s.r.Handoffs(p.name); h != p.handoffs {
-			s.taintUntil(q, p.started.Add(q.period), p.name, "handed keys over while in quarantine")
-			p.handoffs = h
+		if p.pendingAt.IsZero() || p.pending <= p.handoffs {
+			p.pending, p.pendingAt = h, now
+		} else if now.Sub(p.pendingAt) >= q.period {
+			p.handoffs = max(p.handoffs, p.pending)
+			p.pending, p.pendingAt = h, now
+			if h == p.handoffs {
+				continue
+			}
+		}
+		if end := p.started.Add(q.period); now.Before(end) {
+			s.taintUntil(q, end, p.name, "handed keys over while in quarantine")
+			p.handoffs = max(p.handoffs, h)
+			continue
+		}
+		needs = append(needs, handoffNeed{p.name, h})
+		switch {
+		case !p.fetching:
+			s.check(q, n, p.name)
+			waits = append(waits, shardWait{p.name, p.gen})
+		case p.fetchHandoffs >= h:
+			waits = append(waits, shardWait{p.name, p.gen})
+		default:
+			// The read out now began before h: the next one covers it.
+			p.reread = max(p.reread, h)
+			waits = append(waits, shardWait{p.name, p.gen + 1})
 		}
 	}
+	if needs != nil {
+		s.needs[b] = needs
+	}
+	return waits
 }
 
 // report hands the metrics and the twins check the master as a whole: it
@@ -248,6 +318,12 @@ func (s *shards) report(q *quarantine, n *node) {
 // would fail locks for one round trip for nothing.
 func (s *shards) park(q *quarantine, n *node, b *batch) bool {
 	var waits []shardWait
+	for i := range b.res {
+		if countsAsVote(b, i, false) {
+			waits = s.handoffs(q, n, b, time.Now())
+			break
+		}
+	}
 	for i := range b.served {
 		sv := b.served[i]
 		if sv.Shard == "" || sv.Epoch == transport.Unvetted || !countsAsVote(b, i, true) {
@@ -258,8 +334,7 @@ func (s *shards) park(q *quarantine, n *node, b *batch) bool {
 			continue
 		}
 		s.check(q, n, sv.Shard)
-		w := shardWait{sv.Shard, p.gen}
-		if !slices.Contains(waits, w) {
+		if w := (shardWait{sv.Shard, p.gen}); !slices.Contains(waits, w) {
 			waits = append(waits, w)
 		}
 	}
@@ -279,7 +354,8 @@ func (s *shards) release(q *quarantine, n *node) {
 		waits := s.waits[b]
 		out := false
 		for _, w := range waits {
-			if p := s.known[w.shard]; p.fetching && p.gen == w.gen {
+			// Waiting on the read out now, or on the one to follow it.
+			if p := s.known[w.shard]; p.fetching && p.gen <= w.gen {
 				out = true
 				break
 			}
@@ -310,6 +386,8 @@ func countsAsVote(b *batch, i int, answers bool) bool {
 // shard that served it, in the epoch that served it, may vote; and, when
 // the master is one server with another entry (twins), every answer.
 func (s *shards) vet(q *quarantine, n *node, b *batch) {
+	needs := s.needs[b]
+	delete(s.needs, b)
 	if reason := q.twins.err(q.index); reason != nil {
 		for i := range b.res {
 			if countsAsVote(b, i, true) {
@@ -319,7 +397,6 @@ func (s *shards) vet(q *quarantine, n *node, b *batch) {
 		return
 	}
 	now := time.Now()
-	s.watch(q, now)
 	if now.Before(s.taint) {
 		reason := fmt.Errorf("%w: a shard in quarantine may have handed its keys to another (resharding); the whole master votes again in %v", api.ErrQuarantined, s.taint.Sub(now).Round(time.Millisecond))
 		for i := range b.res {
@@ -328,6 +405,17 @@ func (s *shards) vet(q *quarantine, n *node, b *batch) {
 			}
 		}
 		return
+	}
+	for _, nd := range needs {
+		if p := s.known[nd.shard]; p.handoffs < nd.count {
+			reason := fmt.Errorf("%w: shard %s handed keys to another shard (resharding), and could not be read since to rule out that it had lost them", api.ErrQuarantined, nd.shard)
+			for i := range b.res {
+				if countsAsVote(b, i, false) {
+					b.res[i] = transport.Result{Err: reason}
+				}
+			}
+			return
+		}
 	}
 	for i := range b.res {
 		if !countsAsVote(b, i, false) {
