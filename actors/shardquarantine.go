@@ -277,9 +277,10 @@ func (s *shards) handoffs(q *quarantine, n *node, b *batch, now time.Time) (wait
 
 // report hands the metrics and the twins check the master as a whole: it
 // is unreadable while any current shard is, and in quarantine until its
-// last shard leaves it (the metrics carry no shard attribute, so that
-// their cardinality stays the number of masters); its identity is the set
-// of its shards' run ids, as the transport's own ServerInfo says.
+// last shard leaves it or the whole-master taint ends (the metrics carry no
+// shard attribute, so that their cardinality stays the number of masters);
+// its identity is the set of its shards' run ids, as the transport's own
+// ServerInfo says.
 func (s *shards) report(q *quarantine, n *node) {
 	var ends time.Time
 	ids := make([]string, 0, len(s.current))
@@ -306,6 +307,9 @@ func (s *shards) report(q *quarantine, n *node) {
 		n.m.learned(n.index, err, time.Time{})
 		q.twins.set(q.index, "")
 		return
+	}
+	if s.taint.After(ends) {
+		ends = s.taint
 	}
 	n.m.learned(n.index, nil, ends)
 	slices.Sort(ids)
