@@ -328,9 +328,12 @@ const Unvetted = ^uint64(0)
 // before the other shard can serve that part. The engine needs it because
 // keys travel: a shard that restarted empty and then handed its slots over
 // (a resharding) hands over its loss, and the shard that takes them must
-// not vote for them before the restarted shard's quarantine ends; so while
-// a shard is in quarantine, a hand-off from it quarantines the whole
-// master.
+// not vote for them before the restarted shard's quarantine ends. So a
+// grant counts only once every hand-off seen has been followed by a read of
+// its shard's run id that found no restart; a hand-off from a shard in
+// quarantine, or one that a restart may have preceded, quarantines the
+// whole master until that shard's period ends. A transport whose shards
+// never exchange keys returns 0.
 //
 // ShardNames lists the shards that serve ops now (those of the current slot
 // map), which the engine checks ahead of their first results. The list may
