@@ -84,8 +84,14 @@ func Start(cfg Config) (*Cluster, error) {
 	for i, t := range cfg.Transports {
 		nd := &node{index: i, t: t, timeout: cfg.MasterTimeout, maxBatch: cfg.MaxBatch, maxInFlight: cfg.MaxInFlight, coords: coords, wg: &c.io, m: cfg.Metrics}
 		if cfg.QuarantinePeriod > 0 {
-			if sr, ok := t.(transport.ServerReporter); ok {
+			sr, server := t.(transport.ServerReporter)
+			sh, sharded := t.(transport.ShardReporter)
+			if server || sharded {
 				nd.q = &quarantine{period: cfg.QuarantinePeriod, interval: cfg.CheckInterval, server: sr, name: cfg.Names[i], index: i, twins: tw, logger: logger}
+				if sharded {
+					// Per shard: each shard is a failure domain of its own.
+					nd.q.shards = newShards(sh)
+				}
 			} else {
 				logger.Warn("redlock: master's transport is no transport.ServerReporter (it cannot report its run id, uptime and connection epoch), so it is not quarantined after a restart; it must keep its data across restarts", "master", cfg.Names[i])
 			}

@@ -53,6 +53,9 @@ type batch struct {
 	ops   []transport.Op
 	res   []transport.Result
 	epoch uint64 // the transport's epoch around Do (see quarantine)
+	// served: which shard gave each result, when the quarantine is per
+	// shard (see shards).
+	served []transport.Served
 	// sent is when the batch went to the transport, after any wait in the
 	// queue: no master can have applied its ops earlier, so a grant's
 	// validity counts from here (admission control: overload is latency).
@@ -243,7 +246,7 @@ func (n *node) do(b *batch, d *deadline) (reuse bool) {
 			b.epoch = ^uint64(0) // served (partly) by a new connection: unvetted
 		}
 	}()
-	if err := n.t.Do(d, b.ops, b.res); err != nil {
+	if err := n.q.do(d, n.t, b); err != nil {
 		// The contract says Do has set every Err already; a transport that
 		// forgot must not turn an unknown outcome into a "no".
 		for i := range b.res {

@@ -30,7 +30,8 @@ import (
 // from a batch served entirely within the epoch that was checked, by a
 // master past its period; any other grant becomes an ErrQuarantined failure.
 // A nil *quarantine (off, or a transport that is no ServerReporter) vets
-// nothing.
+// nothing. A transport that is a transport.ShardReporter (a Redis Cluster)
+// is vetted per shard instead (shards, in shardquarantine.go).
 type quarantine struct {
 	period   time.Duration
 	interval time.Duration
@@ -47,19 +48,26 @@ type quarantine struct {
 	fetching bool
 	parked   []*batch // results waiting for the info read that vets them
 	cancel   scheduler.CancelFunc
+
+	shards *shards // per shard, instead of the fields above; nil for one server
 }
 
 type infoTick struct{}
 
 type infoResult struct {
-	epoch uint64
-	info  transport.ServerInfo
-	err   error
-	at    time.Time
+	shard string // the shard read (shards mode only)
+	gen   uint64 // the shard's read it answers (shards mode only)
+	// handoffs: the shard's Handoffs count before the read (shards mode
+	// only).
+	handoffs uint64
+	epoch    uint64
+	info     transport.ServerInfo
+	err      error
+	at       time.Time
 }
 
 func (q *quarantine) epoch() uint64 {
-	if q == nil {
+	if q == nil || q.shards != nil {
 		return 0
 	}
 	return q.server.Epoch()
@@ -81,6 +89,10 @@ func (q *quarantine) stop() {
 
 // check reads the master's info off the actor's goroutine.
 func (q *quarantine) check(n *node) {
+	if q != nil && q.shards != nil {
+		q.shards.checkAll(q, n)
+		return
+	}
 	if q == nil || q.fetching {
 		return
 	}
@@ -100,6 +112,10 @@ func (q *quarantine) check(n *node) {
 }
 
 func (q *quarantine) learn(n *node, r *infoResult) {
+	if q.shards != nil {
+		q.shards.learn(q, n, r)
+		return
+	}
 	q.fetching = false
 	if r.err != nil {
 		// Unknown is not trusted: a master we cannot read does not vote.
@@ -109,23 +125,11 @@ func (q *quarantine) learn(n *node, r *infoResult) {
 		q.release(n)
 		return
 	}
-	started := r.at.Add(-r.info.Uptime)
-	switch {
-	case q.runID != "" && r.info.RunID != q.runID:
-		// Another process behind the address: restarted, or a VIP or DNS
-		// flip, a promoted replica, a reused port. Its uptime says nothing
-		// about our keys: a process up for a week may never have held
-		// them. Every key it lacks was set before it appeared here, so it
-		// votes one period after we first saw it (r.at is later than
-		// that, which errs on the safe side), never sooner.
-		started = r.at
+	started, another := startOf(q.runID, q.started, r)
+	if another {
 		q.logger.Warn("redlock: another master process behind this address (restarted, or the address now reaches a different server); in quarantine", "master", q.name,
 			"old_run_id", q.runID, "run_id", r.info.RunID, "uptime", r.info.Uptime,
 			"votes_again_in", time.Until(started.Add(q.period)).Round(time.Millisecond))
-	case r.info.RunID == q.runID && started.Before(q.started):
-		// The same process: a coarse uptime gives a slightly different
-		// start each time, and only the latest (safest) one counts.
-		started = q.started
 	}
 	q.runID, q.started = r.info.RunID, started
 	n.m.learned(n.index, nil, started.Add(q.period))
@@ -143,10 +147,35 @@ func (q *quarantine) learn(n *node, r *infoResult) {
 	q.release(n)
 }
 
+// startOf is when the quarantine counts the process that r describes as
+// started, given the run id and start known before (runID "" for none), and
+// whether r found another process than that one.
+func startOf(runID string, known time.Time, r *infoResult) (started time.Time, another bool) {
+	started = r.at.Add(-r.info.Uptime)
+	switch {
+	case runID != "" && r.info.RunID != runID:
+		// Another process behind the address: restarted, or a VIP or DNS
+		// flip, a promoted replica, a reused port. Its uptime says nothing
+		// about our keys: a process up for a week may never have held
+		// them. Every key it lacks was set before it appeared here, so it
+		// votes one period after we first saw it (r.at is later than
+		// that, which errs on the safe side), never sooner.
+		return r.at, true
+	case r.info.RunID == runID && started.Before(known):
+		// The same process: a coarse uptime gives a slightly different
+		// start each time, and only the latest (safest) one counts.
+		return known, false
+	}
+	return started, false
+}
+
 // park holds a batch whose epoch has not been checked yet, while the check
 // is out, instead of reporting its grants as quarantined: right after start
 // or a reconnect that would fail locks for one round trip for nothing.
 func (q *quarantine) park(n *node, b *batch) bool {
+	if q != nil && q.shards != nil {
+		return q.shards.park(q, n, b)
+	}
 	if q == nil || (q.vetted && b.epoch == q.vettedAt) || b.epoch == ^uint64(0) {
 		return false
 	}
@@ -158,6 +187,10 @@ func (q *quarantine) park(n *node, b *batch) bool {
 // release delivers the parked batches, now vetted by what was just learned
 // (a batch from an older epoch than the check stays unvetted).
 func (q *quarantine) release(n *node) {
+	if q.shards != nil {
+		q.shards.release(q, n)
+		return
+	}
 	parked := q.parked
 	q.parked = nil
 	for _, b := range parked {
@@ -171,6 +204,10 @@ func (q *quarantine) release(n *node) {
 // both entries show it. Releases are left alone: they only ever help.
 func (q *quarantine) vet(n *node, b *batch) {
 	if q == nil {
+		return
+	}
+	if q.shards != nil {
+		q.shards.vet(q, n, b)
 		return
 	}
 	var reason error

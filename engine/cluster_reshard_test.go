@@ -23,6 +23,18 @@ import (
 // engines take and release those locks; the history checker must find no
 // violation, and the transports must have followed both MOVED and ASK.
 func TestClusterResharding(t *testing.T) {
+	resharding(t, api.WithoutRestartQuarantine())
+}
+
+// TestClusterReshardingQuarantined is TestClusterResharding with the
+// restart quarantine on (per shard): every hand-off of the moving slot
+// (ASK, MOVED, a new slot map) makes the engine read the source shard's run
+// id again before a grant counts, and locks must go on being granted.
+func TestClusterReshardingQuarantined(t *testing.T) {
+	resharding(t, api.WithRestartQuarantine(10*time.Second))
+}
+
+func resharding(t *testing.T, quarantine api.Option) {
 	cs := clusters(t, 3, 2)
 	keys := []string{"{mig}:0", "{mig}:1", "{mig}:2"}
 	slot := rediscluster.Slot(keys[0])
@@ -44,7 +56,7 @@ func TestClusterResharding(t *testing.T) {
 			ts = append(ts, ct)
 			tr[i] = ct
 		}
-		e, err := engine.NewWithTransports(tr, api.WithoutRestartQuarantine(), api.WithMasterTimeout(2*time.Second))
+		e, err := engine.NewWithTransports(tr, quarantine, api.WithMasterTimeout(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,10 @@
 //   - ServerReporter: the run id and uptime of the master process, and an
 //     epoch that changes with the connection. Without it the master is not
 //     quarantined after a restart.
+//   - ShardReporter: for a master that is several servers (shards, as in
+//     a Redis Cluster), which shard served each op and in which of its
+//     epochs, and each shard's run id and uptime. With it the restart
+//     quarantine applies per shard instead of to the whole master.
 //   - Namer: a name for error messages.
 //
 // A wrapper (a fault injector, a metrics layer) that embeds a Transport
@@ -275,6 +279,72 @@ type ServerInfo struct {
 type ServerReporter interface {
 	ServerInfo(ctx context.Context) (ServerInfo, error)
 	Epoch() uint64
+}
+
+// Served says which shard gave one op's result: the shard's name (its
+// address, say) and the shard's epoch around the round trip that gave it.
+type Served struct {
+	// Shard is "" when no shard gave the result (the op was never sent, or
+	// failed before any shard answered).
+	Shard string
+	// Epoch is ShardEpoch(Shard) as read before the shard was sent the op,
+	// or Unvetted when it moved before the reply came back (the reply may
+	// come from a connection, and a process, the engine has not checked).
+	Epoch uint64
+}
+
+// Unvetted is the Served.Epoch of a result that no one epoch of its shard
+// vouches for.
+const Unvetted = ^uint64(0)
+
+// ShardReporter is an optional interface: a transport whose master is
+// several servers, each holding its own part of the keys (the shards of a
+// Redis Cluster, each owning some hash slots), that can say which shard
+// served each op. The engine then quarantines each shard on its own (see
+// ServerReporter for the quarantine): a shard that restarted empty does not
+// vote for the ops it serves until its period ends, while the master's
+// other shards go on voting. A transport with it should still implement
+// ServerReporter, describing the master as a whole (the engine uses that to
+// tell two entries that are one master apart, and a wrapper that forwards
+// only ServerReporter then gets the coarser, whole-master quarantine). A
+// single-server transport needs none of this.
+//
+// DoServed is Do, and also fills served[i] (len(served) == len(ops)) with
+// the shard that gave results[i]: the last one the op was sent to, after
+// any redirect (an op that a shard hands to another, as Redis Cluster's
+// MOVED and ASK do, is served by the other). The engine counts a grant only
+// if that shard, in that epoch, is past its quarantine.
+//
+// ShardEpoch is the shard's own epoch, with ServerReporter's rules: it
+// changes whenever the transport talks to the shard over a new connection,
+// and ShardInfo called after ShardEpoch returned E describes the process
+// behind E or a later one, never an earlier one. ShardInfo reads the
+// shard's run id and uptime; it may be asked about a shard that is no
+// longer in ShardNames (the engine vets results after the fact).
+//
+// Handoffs counts the times part of the shard's keyspace went to another
+// shard: a slot map that gives a slot of the shard to another, an op the
+// shard redirected (MOVED, ASK) and that was resent elsewhere. It is bumped
+// before the other shard can serve that part. The engine needs it because
+// keys travel: a shard that restarted empty and then handed its slots over
+// (a resharding) hands over its loss, and the shard that takes them must
+// not vote for them before the restarted shard's quarantine ends. So a
+// grant counts only once every hand-off seen has been followed by a read of
+// its shard's run id that found no restart; a hand-off from a shard in
+// quarantine, or one that a restart may have preceded, quarantines the
+// whole master until that shard's period ends. A transport whose shards
+// never exchange keys returns 0.
+//
+// ShardNames lists the shards that serve ops now (those of the current slot
+// map), which the engine checks ahead of their first results. The list may
+// change at any time; a shard name must keep meaning one address while
+// the transport lives.
+type ShardReporter interface {
+	DoServed(ctx context.Context, ops []Op, results []Result, served []Served) error
+	ShardNames() []string
+	Handoffs(shard string) uint64
+	ShardEpoch(shard string) uint64
+	ShardInfo(ctx context.Context, shard string) (ServerInfo, error)
 }
 
 // Capabilities is a set of the optional parts of the op set. A transport

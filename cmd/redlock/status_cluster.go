@@ -32,8 +32,11 @@ type shardStatus struct {
 }
 
 // checkCluster is checkMaster for a redis+cluster:// master: one row for
-// the cluster (it votes when every shard answers and none is in
-// quarantine, which is how the engine counts it) and one per shard.
+// the cluster and one per shard. The engine quarantines each shard on its
+// own: a shard in quarantine does not vote for the keys of its slots, while
+// the others vote for theirs. The cluster's row counts it as a vote only
+// when every shard answers and none is in quarantine, since only then does
+// it vote for every key; it shows the longest quarantine of its shards.
 func checkCluster(ctx context.Context, addr string, o statusOptions) masterStatus {
 	cfg, err := rediscluster.ParseAddr(addr)
 	if err != nil {
@@ -112,6 +115,16 @@ func printShards(w io.Writer, m masterStatus) {
 		}
 	}
 	fmt.Fprintf(w, "  %s: %d shards, %s\n", m.Addr, len(m.Shards), failover)
+	quarSlots := 0
+	for _, s := range m.Shards {
+		if s.Quarantined {
+			quarSlots += s.Slots
+		}
+	}
+	if quarSlots > 0 {
+		// Quarantine is per shard: say what the cluster still votes for.
+		fmt.Fprintf(w, "  quarantine is per shard: no vote for the keys of %d of %d slots until their shards' quarantine ends; the other slots' keys have this cluster's vote\n", quarSlots, rediscluster.Slots)
+	}
 	for _, s := range m.Shards {
 		quar := "-"
 		if s.known {

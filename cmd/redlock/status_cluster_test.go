@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/quorumlock/redlock/internal/redisproc"
 	"github.com/quorumlock/redlock/internal/redistest"
 )
 
@@ -57,6 +60,41 @@ func TestRunCluster(t *testing.T) {
 	for _, s := range all {
 		if s.DBSize(t) != 0 {
 			t.Errorf("%s still holds %v", s.Addr, s.Keys(t, "*"))
+		}
+	}
+}
+
+// TestStatusClusterShardQuarantine: quarantine is per shard. A shard that
+// restarted is shown in quarantine while the other is not, and the cluster
+// says which share of its slots it does not vote for meanwhile.
+func TestStatusClusterShardQuarantine(t *testing.T) {
+	c := redistest.StartCluster(t, 2)
+	addr := "redis+cluster://" + c[0].Addr + "," + c[1].Addr
+	const q = "5s"
+	// Both shards are new: wait for them to leave their first quarantine.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := redlock(t, nil, "status", "--nodes", addr, "--quarantine", q)
+		if r.code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never healthy:\n%s%s", r.stdout, r.stderr)
+		}
+	}
+	c[1].Restart(t)
+	if err := redisproc.WaitClusterOK(context.Background(), []*redisproc.Server{c[0].Server, c[1].Server}); err != nil {
+		t.Fatal(err)
+	}
+	r := redlock(t, nil, "status", "--nodes", addr, "--quarantine", q)
+	for _, want := range []string{
+		"shard " + c[0].Addr + ": reachable yes, slots 8192, replicas 0, quarantined no",
+		"shard " + c[1].Addr + ": reachable yes, slots 8192, replicas 0, quarantined yes",
+		"no vote for the keys of 8192 of 16384 slots",
+		"quorum: NOT healthy",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("no %q in\n%s", want, r.stdout)
 		}
 	}
 }

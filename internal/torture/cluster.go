@@ -98,7 +98,7 @@ func (r *run) setupCluster(ctx context.Context) error {
 				return fmt.Errorf("%w: %w", ErrSetup, err)
 			}
 			row[m] = faulty.Wrap(ct, faulty.Config{Seed: r.cfg.Seed*1_000_003 + uint64(e*Masters+m)})
-			ts[m] = row[m]
+			ts[m] = row[m].Sharded() // the engine quarantines each shard
 		}
 		r.links = append(r.links, row)
 		q := api.WithRestartQuarantine(r.cfg.period())

@@ -132,6 +132,7 @@ type Transport struct {
 type job struct {
 	ops  []transport.Op
 	res  []transport.Result
+	srv  []transport.Served // nil unless sent by DoServed
 	err  error
 	done chan struct{}
 }
@@ -307,7 +308,7 @@ func (t *Transport) drain() {
 		t.queue = t.queue[1:]
 		t.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
-		j.err = t.inner.Do(ctx, j.ops, j.res)
+		j.err = t.innerDo(ctx, j.ops, j.res, j.srv)
 		cancel()
 		close(j.done)
 	}
@@ -371,6 +372,11 @@ func (t *Transport) wait(ctx context.Context, d time.Duration) error {
 
 // Do applies ops on the wrapped transport, with the faults.
 func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transport.Result) error {
+	return t.do(ctx, ops, results, nil)
+}
+
+// do is Do, and DoServed when served is not nil (see sharded.go).
+func (t *Transport) do(ctx context.Context, ops []transport.Op, results []transport.Result, served []transport.Served) error {
 	t.batches.Add(1)
 	p, dropRate, err := t.decide()
 	if err != nil {
@@ -383,7 +389,7 @@ func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transp
 	if err := t.wait(ctx, p.delay); err != nil {
 		return transport.Fail(results, err)
 	}
-	if err := t.applyAltered(ctx, p, ops, results); err != nil {
+	if err := t.applyAltered(ctx, p, ops, results, served); err != nil {
 		return err
 	}
 	// Replies lost after the fact: the ops were applied.
@@ -414,13 +420,13 @@ func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transp
 // change it: lost RaiseFence ops are left out (their results say
 // ErrFenceLost) and TTLs are scaled. Without either it is apply, with no
 // copy.
-func (t *Transport) applyAltered(ctx context.Context, p plan, ops []transport.Op, results []transport.Result) error {
+func (t *Transport) applyAltered(ctx context.Context, p plan, ops []transport.Op, results []transport.Result, served []transport.Served) error {
 	alter := p.clockRate > 0 && p.clockRate != 1
 	if p.loseFence {
 		alter = alter || slices.ContainsFunc(ops, func(op transport.Op) bool { return op.Kind == transport.RaiseFence })
 	}
 	if !alter {
-		return t.apply(ctx, ops, results)
+		return t.apply(ctx, ops, results, served)
 	}
 	sent := make([]transport.Op, 0, len(ops))
 	index := make([]int, 0, len(ops)) // sent[j] is ops[index[j]]
@@ -449,9 +455,16 @@ func (t *Transport) applyAltered(ctx context.Context, p plan, ops []transport.Op
 		return nil
 	}
 	res := make([]transport.Result, len(sent))
-	err := t.apply(ctx, sent, res)
+	var srv []transport.Served
+	if served != nil {
+		srv = make([]transport.Served, len(sent))
+	}
+	err := t.apply(ctx, sent, res, srv)
 	for j, i := range index {
 		results[i] = res[j]
+		if served != nil {
+			served[i] = srv[j]
+		}
 	}
 	return err
 }
@@ -459,7 +472,7 @@ func (t *Transport) applyAltered(ctx context.Context, p plan, ops []transport.Op
 // apply sends the batch to the wrapped transport, or, while paused (or
 // while a Resume is still applying held batches), queues it behind them and
 // waits for it, for ctx, or for Close.
-func (t *Transport) apply(ctx context.Context, ops []transport.Op, results []transport.Result) error {
+func (t *Transport) apply(ctx context.Context, ops []transport.Op, results []transport.Result, served []transport.Served) error {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -467,9 +480,12 @@ func (t *Transport) apply(ctx context.Context, ops []transport.Op, results []tra
 	}
 	if !t.paused && !t.draining {
 		t.mu.Unlock()
-		return t.inner.Do(ctx, ops, results)
+		return t.innerDo(ctx, ops, results, served)
 	}
 	j := &job{ops: slices.Clone(ops), res: make([]transport.Result, len(ops)), done: make(chan struct{})}
+	if served != nil {
+		j.srv = make([]transport.Served, len(ops))
+	}
 	t.held.Add(1)
 	t.queue = append(t.queue, j)
 	t.startDrainLocked() // no-op while paused
@@ -477,6 +493,7 @@ func (t *Transport) apply(ctx context.Context, ops []transport.Op, results []tra
 	select {
 	case <-j.done:
 		copy(results, j.res)
+		copy(served, j.srv)
 		return j.err
 	case <-ctx.Done():
 		// The master will still apply it when it continues.

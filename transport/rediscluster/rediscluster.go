@@ -11,13 +11,21 @@
 // of a batch's ops on it go, in order, down one connection. MOVED and ASK
 // replies are followed (ASK with ASKING), under the contract's resend rule.
 //
-// Restart quarantine: the cluster reports itself to the engine as one
-// server whose run id is the set of its masters' run ids and whose uptime is
-// the least of theirs, with an epoch that moves whenever any shard
-// connection or the set of masters changes (see ServerInfo and Epoch). So a
-// shard that restarts empty changes the cluster's run id, and the engine's
-// node actor keeps the whole cluster from voting for the quarantine period:
-// coarser than per shard, and safe by the unchanged proof in SAFETY.md.
+// Restart quarantine is per shard: the transport is a
+// transport.ShardReporter. DoServed reports, for every op, the shard master
+// that gave its result (after MOVED and ASK, the one redirected to) and that
+// shard's connection epoch around the round trip; ShardInfo reads one
+// shard's run id and uptime. The engine's node actor then keeps a shard that
+// restarted empty from voting for the keys it serves until its quarantine
+// ends, while the cluster's other shards go on voting.
+//
+// The transport is also a transport.ServerReporter that describes the
+// cluster as one server: its run id is the set of its masters' run ids and
+// its uptime the least of theirs, with an epoch that moves whenever any
+// shard connection or the set of masters changes (see ServerInfo and
+// Epoch). The engine uses it to find two entries that are one cluster; a
+// wrapper that forwards only ServerReporter gets the coarser quarantine of
+// the whole cluster, safe by the same proof.
 package rediscluster
 
 import (
@@ -180,6 +188,8 @@ type Transport struct {
 	refreshes atomic.Int64
 	moved     atomic.Int64
 	asked     atomic.Int64
+	// handoffs: per node address, see Handoffs (under mu).
+	handoffs map[string]uint64
 }
 
 // Redirects counts the ops resent after MOVED and after ASK so far.
@@ -206,6 +216,7 @@ func New(cfg Config) (*Transport, error) {
 		cfg:       cfg,
 		name:      Scheme + "://" + strings.Join(cfg.Seeds, ","),
 		nodes:     make(map[string]*redis.Transport),
+		handoffs:  make(map[string]uint64),
 		firstDone: make(chan struct{}),
 		syncReq:   make(chan chan struct{}),
 		kick:      make(chan struct{}, 1),
@@ -343,6 +354,53 @@ func (t *Transport) ServerInfo(ctx context.Context) (transport.ServerInfo, error
 	slices.Sort(ids)
 	si.RunID = "cluster:" + strings.Join(ids, ",")
 	return si, nil
+}
+
+// ShardNames are the masters of the current slot map (none before the
+// first map), the shards that serve ops now.
+func (t *Transport) ShardNames() []string {
+	tp := t.topo.Load()
+	if tp == nil {
+		return nil
+	}
+	return slices.Clone(tp.masters)
+}
+
+// Handoffs counts the slots that a new slot map gave from shard to another
+// node, and the ops shard redirected that were resent elsewhere (see
+// transport.ShardReporter).
+func (t *Transport) Handoffs(shard string) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.handoffs[shard]
+}
+
+func (t *Transport) handoff(shard string) {
+	t.mu.Lock()
+	t.handoffs[shard]++
+	t.mu.Unlock()
+}
+
+// ShardEpoch is the epoch of the connection to shard (an address), 0
+// before the transport first made one.
+func (t *Transport) ShardEpoch(shard string) uint64 {
+	t.mu.Lock()
+	n := t.nodes[shard]
+	t.mu.Unlock()
+	if n == nil {
+		return 0
+	}
+	return n.Epoch()
+}
+
+// ShardInfo reads the run id and uptime of the node at shard (an address),
+// whether or not it is a master of the current slot map.
+func (t *Transport) ShardInfo(ctx context.Context, shard string) (transport.ServerInfo, error) {
+	n, err := t.node(shard)
+	if err != nil {
+		return transport.ServerInfo{}, err
+	}
+	return n.ServerInfo(ctx)
 }
 
 func (t *Transport) shardInfos(ctx context.Context, tp *topo) ([]transport.ServerInfo, []error) {
@@ -554,8 +612,18 @@ func (t *Transport) install(tp *topo) {
 	if t.closed {
 		return
 	}
-	if old := t.topo.Load(); old == nil || !slices.Equal(old.masters, tp.masters) {
+	old := t.topo.Load()
+	if old == nil || !slices.Equal(old.masters, tp.masters) {
 		t.base++
+	}
+	if old != nil {
+		// Before the map is published: a shard's keys reach their new
+		// owner only after the count that says so.
+		for s := range tp.owner {
+			if o := old.owner[s]; o >= 0 && (tp.owner[s] < 0 || tp.masters[tp.owner[s]] != old.masters[o]) {
+				t.handoffs[old.masters[o]]++
+			}
+		}
 	}
 	t.topo.Store(tp)
 }
@@ -634,6 +702,24 @@ type part struct {
 // keys; otherwise it fails. Redirected ops of one key go on together, in
 // order, to one node; so slice order per key holds.
 func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transport.Result) error {
+	return t.do(ctx, ops, results, nil)
+}
+
+// DoServed is Do, and fills served[i] with the shard master (its address)
+// that gave results[i] and that shard's epoch around the round trip that
+// gave it, transport.Unvetted if its connection changed meanwhile (see
+// transport.ShardReporter). An op redirected by MOVED or ASK is served by
+// the node it was resent to.
+func (t *Transport) DoServed(ctx context.Context, ops []transport.Op, results []transport.Result, served []transport.Served) error {
+	if len(served) != len(ops) {
+		err := fmt.Errorf("%w: %d ops but %d served", transport.ErrInvalidOp, len(ops), len(served))
+		return transport.Fail(results[:min(len(ops), len(results))], err)
+	}
+	clear(served)
+	return t.do(ctx, ops, results, served)
+}
+
+func (t *Transport) do(ctx context.Context, ops []transport.Op, results []transport.Result, served []transport.Served) error {
 	if len(results) != len(ops) {
 		err := fmt.Errorf("%w: %d ops but %d results", transport.ErrInvalidOp, len(ops), len(results))
 		return transport.Fail(results[:min(len(ops), len(results))], err)
@@ -686,7 +772,7 @@ func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transp
 	}
 	var first error
 	for round := 0; len(parts) > 0; round++ {
-		all, err := t.send(ctx, parts, ops, results)
+		all, err := t.send(ctx, parts, ops, results, served)
 		if round == 0 && all && len(parts) == len(byAddr) && valid == countValid(parts) {
 			// Every shard's part failed as a whole: so did the batch.
 			first = err
@@ -712,7 +798,7 @@ func (t *Transport) isClosed() bool {
 
 // send runs every part on its node at once and waits for all of them. It
 // reports whether every part failed as a whole, and one such error.
-func (t *Transport) send(ctx context.Context, parts []*part, ops []transport.Op, results []transport.Result) (bool, error) {
+func (t *Transport) send(ctx context.Context, parts []*part, ops []transport.Op, results []transport.Result, served []transport.Served) (bool, error) {
 	errs := make([]error, len(parts))
 	run := func(pi int) {
 		p := parts[pi]
@@ -734,13 +820,26 @@ func (t *Transport) send(ctx context.Context, parts []*part, ops []transport.Op,
 				sub[j] = ops[i]
 			}
 		}
+		// The epoch is read before the part goes and after it returns:
+		// equal, the part went down that one connection, to the process
+		// that ShardInfo after the first read describes (or to an older
+		// one, never a newer one, which is what vetting needs).
+		e0 := n.Epoch()
 		if p.asking {
 			errs[pi] = n.DoAsking(ctx, sub, res)
 		} else {
 			errs[pi] = n.Do(ctx, sub, res)
 		}
+		if served != nil && n.Epoch() != e0 {
+			e0 = transport.Unvetted
+		}
 		for j, i := range p.idx {
 			results[i] = res[j]
+			if served != nil {
+				// A resent op overwrites its earlier shard: the last node
+				// that answered it served it.
+				served[i] = transport.Served{Shard: p.addr, Epoch: e0}
+			}
 			if res[j].Err != nil && errors.Is(res[j].Err, transport.ErrUnavailable) {
 				// A master down may have failed over: read the map again.
 				t.refreshSoon()
@@ -858,6 +957,8 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 				next = append(next, np)
 			}
 			np.idx = append(np.idx, i)
+			// Before the resend: the op leaves p's shard for another.
+			t.handoff(p.addr)
 			if d.ask {
 				t.asked.Add(1)
 			} else {
@@ -934,3 +1035,8 @@ func (t *Transport) Shards(ctx context.Context) ([]ShardStatus, error) {
 	_, err := t.current(ctx)
 	return out, err
 }
+
+var (
+	_ transport.ServerReporter = (*Transport)(nil)
+	_ transport.ShardReporter  = (*Transport)(nil)
+)

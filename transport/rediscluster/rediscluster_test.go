@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -312,7 +313,9 @@ func TestSlotMatchesRadix(t *testing.T) {
 // TestRedirects moves a key's slot under a transport that has the old slot
 // map: while the slot is half moved, an acquire of a key the source lacks
 // follows ASK to the target, and one of a key the source still has is
-// answered "held" by the source; once moved, MOVED is followed.
+// answered "held" by the source; once moved, MOVED is followed. DoServed
+// names, for each op, the shard that answered it last: the target for an
+// op redirected there (the shard the engine's quarantine must vet).
 func TestRedirects(t *testing.T) {
 	nodes := redistest.StartCluster(t, 2)
 	c := open(t, nodes)
@@ -320,12 +323,22 @@ func TestRedirects(t *testing.T) {
 	defer cancel()
 	held, fresh := "{r}:held", "{r}:fresh"
 	slot := rediscluster.Slot(held)
+	var served []transport.Served
 	do := func(ops ...transport.Op) []transport.Result {
 		res := make([]transport.Result, len(ops))
-		if err := c.Do(ctx, ops, res); err != nil {
+		served = make([]transport.Served, len(ops))
+		if err := c.DoServed(ctx, ops, res, served); err != nil {
 			t.Fatal(err)
 		}
 		return res
+	}
+	// servedBy checks that op i was served by node k, in the epoch its
+	// connection has now.
+	servedBy := func(i, k int) {
+		t.Helper()
+		if want := (transport.Served{Shard: nodes[k].Addr, Epoch: c.ShardEpoch(nodes[k].Addr)}); served[i] != want {
+			t.Errorf("op %d served by %+v, want %+v", i, served[i], want)
+		}
 	}
 	acq := func(k, v string) transport.Op {
 		return transport.Op{Kind: transport.Acquire, Key: k, Value: v, TTL: 10 * time.Second}
@@ -352,6 +365,8 @@ func TestRedirects(t *testing.T) {
 	if !r[1].OK {
 		t.Fatalf("acquire of a fresh key, mid-migration: %+v, want granted by the target", r[1])
 	}
+	servedBy(0, src)
+	servedBy(1, dst)
 	// Read with ASKING: the target does not own the slot yet.
 	conn := nodes[dst].Client(t)
 	var v string
@@ -373,13 +388,18 @@ func TestRedirects(t *testing.T) {
 	if r[0].OK || r[0].Err != nil || !r[1].OK || !r[2].OK {
 		t.Fatalf("after the move: %+v, want held refused, both released", r)
 	}
+	for i := range r {
+		servedBy(i, dst)
+	}
 	if m, _ := c.Redirects(); m == 0 {
 		t.Fatal("no op followed MOVED")
 	}
 }
 
 // TestShardRestartMovesEpoch: a shard restarted (empty) changes the
-// cluster's epoch once the transport reconnects, and its run id.
+// cluster's epoch once the transport reconnects, and its run id; per shard
+// (transport.ShardReporter), its own epoch and run id change and the other
+// shard's do not.
 func TestShardRestartMovesEpoch(t *testing.T) {
 	nodes := redistest.StartCluster(t, 2)
 	c := open(t, nodes)
@@ -389,6 +409,19 @@ func TestShardRestartMovesEpoch(t *testing.T) {
 	si0, err := c.ServerInfo(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if names := c.ShardNames(); len(names) != 2 || !slices.Contains(names, nodes[0].Addr) || !slices.Contains(names, nodes[1].Addr) {
+		t.Fatalf("ShardNames %v, want both nodes", names)
+	}
+	var shardE0 [2]uint64
+	var shardID0 [2]string
+	for i, n := range nodes {
+		shardE0[i] = c.ShardEpoch(n.Addr)
+		si, err := c.ShardInfo(ctx, n.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shardID0[i] = si.RunID
 	}
 	nodes[1].Restart(t)
 	if err := redisproc.WaitClusterOK(ctx, procs(nodes)); err != nil {
@@ -419,5 +452,14 @@ func TestShardRestartMovesEpoch(t *testing.T) {
 	}
 	if si1.Uptime > 2*time.Second {
 		t.Fatalf("uptime %v: want the restarted shard's, the least", si1.Uptime)
+	}
+	for i, n := range nodes {
+		si, err := c.ShardInfo(ctx, n.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if moved, restarted := c.ShardEpoch(n.Addr) != shardE0[i], si.RunID != shardID0[i]; moved != (i == 1) || restarted != (i == 1) {
+			t.Errorf("shard %d: epoch moved %v, run id changed %v; want both only for the restarted shard, 1", i, moved, restarted)
+		}
 	}
 }
