@@ -58,6 +58,9 @@ type clusterRun struct {
 	// run.mu).
 	proxies [][]*faultproxy.Proxy
 	flipped [][]bool
+	// transports are every engine's cluster transports, for their TRYAGAIN
+	// counts.
+	transports []*rediscluster.Transport
 }
 
 func (c *Config) validateCluster() error {
@@ -116,6 +119,7 @@ func (r *run) setupCluster(ctx context.Context) error {
 				closeAll(ts[:m])
 				return fmt.Errorf("%w: %w", ErrSetup, err)
 			}
+			cl.transports = append(cl.transports, ct)
 			row[m] = faulty.Wrap(ct, faulty.Config{Seed: r.cfg.Seed*1_000_003 + uint64(e*Masters+m)})
 			ts[m] = row[m]
 		}
@@ -385,4 +389,13 @@ func (r *run) reshard(ctx context.Context, rng *rand.Rand) {
 	r.event(Reshard, what, at, r.rec.Now())
 	r.count(r.faults, Reshard, 1)
 	r.count(r.detail, "reshard.keys", int64(moved))
+	// The rounds the engines' transports resent ops after TRYAGAIN so far
+	// (a fenced acquire on a half-moved slot).
+	var again int64
+	for _, t := range r.cl.transports {
+		again += t.TryAgains()
+	}
+	r.mu.Lock()
+	r.detail["reshard.tryagain_rounds"] = again
+	r.mu.Unlock()
 }
