@@ -222,26 +222,42 @@ func (r *run) closeClusterProxies() {
 	}
 }
 
-// errorStats sums the count of error kind (INFO errorstats, e.g. NOSCRIPT)
-// over the servers of the masters in victims; a server that does not
-// answer adds nothing (a restart also zeroes its count, so a difference of
-// two readings is a lower bound).
-func (r *run) errorStats(victims []int, kind string) int64 {
-	var n int64
+// errorStats reads the count of error kind (INFO errorstats, e.g.
+// NOSCRIPT) on each server of the masters in victims; a server that does
+// not answer is left out.
+func (r *run) errorStats(victims []int, kind string) map[string]int64 {
+	out := map[string]int64{}
 	for _, m := range victims {
 		for _, addr := range r.flushAddrs(m) {
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			var info string
 			if err := redisproc.Cmd(ctx, addr, &info, "INFO", "errorstats"); err == nil {
+				out[addr] = 0
 				for line := range strings.Lines(info) {
 					if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "errorstat_"+kind+":count="); ok {
 						if c, err := strconv.ParseInt(rest, 10, 64); err == nil {
-							n += c
+							out[addr] = c
 						}
 					}
 				}
 			}
 			cancel()
+		}
+	}
+	return out
+}
+
+// errorsSince is how many errors of kind the servers of victims answered
+// since the reading before (errorStats). A server restarted meanwhile (its
+// count starts again) counts what it answered since the restart: a lower
+// bound.
+func (r *run) errorsSince(victims []int, kind string, before map[string]int64) int64 {
+	var n int64
+	for addr, c := range r.errorStats(victims, kind) {
+		if c >= before[addr] {
+			n += c - before[addr]
+		} else {
+			n += c
 		}
 	}
 	return n

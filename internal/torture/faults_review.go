@@ -93,7 +93,7 @@ func (r *run) scriptFlush(ctx context.Context, rng *rand.Rand) {
 		defer cancel()
 		// What bit: the NOSCRIPT errors the victims answered meanwhile.
 		noscript := r.errorStats(victims, "NOSCRIPT")
-		defer func() { r.count(r.detail, "script-flush.noscript", max(r.errorStats(victims, "NOSCRIPT")-noscript, 0)) }()
+		defer func() { r.count(r.detail, "script-flush.noscript", r.errorsSince(victims, "NOSCRIPT", noscript)) }()
 		var wg sync.WaitGroup
 		for _, m := range victims {
 			for _, addr := range r.flushAddrs(m) {
