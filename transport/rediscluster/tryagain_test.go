@@ -148,3 +148,53 @@ func TestTryAgainPastDeadline(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+// TestTryAgainBudget: the TRYAGAIN retries hold the replies of the batch's
+// other ops with them, so they stop after a short budget even when the
+// op's deadline is far: a grant's validity counts from the send, and the
+// engine's master timeout may be as long as the TTL (with TTL 2s and a
+// master timeout of 2s, TestClusterResharding's locks came back with their
+// validity already over). An op of the same batch that the target could
+// serve (over ASK) is granted.
+func TestTryAgainBudget(t *testing.T) {
+	nodes := redistest.StartCluster(t, 2)
+	c := open(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const key = "tryagain-budget"
+	other := "{" + key + "}:other" // the same slot, a single-key op
+	res := make([]transport.Result, 2)
+	if err := c.Do(ctx, []transport.Op{{Kind: transport.AcquireFenced, Key: key, Value: "a", TTL: 10 * time.Second}, {Kind: transport.Release, Key: key, Value: "a"}}, res); err != nil || !res[0].OK || !res[1].OK {
+		t.Fatalf("acquire and release: %+v, %v", res, err)
+	}
+	ps := procs(nodes)
+	slot := rediscluster.Slot(key)
+	src, err := redisproc.SlotOwner(ctx, ps, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stuck := errString("left half moved")
+	err = redisproc.MigrateSlot(ctx, ps, ps[src], ps[1-src], slot, 1, func() error {
+		const far = 10 * time.Second
+		octx, cancel := context.WithTimeout(ctx, far)
+		defer cancel()
+		r := make([]transport.Result, 2)
+		_ = c.Do(octx, []transport.Op{
+			{Kind: transport.AcquireFenced, Key: key, Value: "b", TTL: 10 * time.Second},
+			{Kind: transport.Acquire, Key: other, Value: "b", TTL: 10 * time.Second},
+		}, r)
+		if octx.Err() != nil {
+			t.Errorf("Do retried TRYAGAIN until its deadline (%v), holding the batch's other replies all along", far)
+		}
+		if r[0].Err == nil || !strings.Contains(r[0].Err.Error(), "TRYAGAIN") {
+			t.Errorf("fenced acquire on a slot half moved for good: %+v, want a TRYAGAIN error", r[0])
+		}
+		if !r[1].OK || r[1].Err != nil {
+			t.Errorf("acquire of a fresh key of the slot, in the same batch: %+v, want granted by the target", r[1])
+		}
+		return stuck
+	})
+	if err != stuck {
+		t.Fatalf("MigrateSlot: %v", err)
+	}
+}
