@@ -47,12 +47,17 @@ const Slots = 16384
 // maxRedirects bounds how often one op follows MOVED or ASK in one Do.
 const maxRedirects = 5
 
-// TRYAGAIN retries (see Do): the first delay, doubled per retry up to the
-// last; without a deadline on ctx at most maxTryAgain retries.
+// TRYAGAIN retries (see Do): the first delay, doubled per retry up to
+// tryAgainMax; and how long one Do goes on retrying at most, whatever ctx's
+// deadline. The budget bounds what the retries cost the batch's other ops,
+// whose replies wait with them (a grant's validity counts from the send):
+// the engine's master timeout may be as long as the TTL. Redis Cluster
+// clients retry a few times over some 100ms (redis-py: 3 times, 50ms
+// apart); a migration of a slot with a few keys takes milliseconds.
 const (
-	tryAgainFirst = 2 * time.Millisecond
-	tryAgainMax   = 50 * time.Millisecond
-	maxTryAgain   = 10
+	tryAgainFirst  = 2 * time.Millisecond
+	tryAgainMax    = 50 * time.Millisecond
+	tryAgainBudget = 200 * time.Millisecond
 )
 
 // ErrFailoverRisk: the cluster's masters have replicas, and Config's
@@ -674,8 +679,9 @@ type part struct {
 // counter, on a slot being migrated with its keys split between source and
 // target) is refused unapplied too: such ops go back to the same node, under
 // the same rule, after a short delay that doubles from 2ms to 50ms, while
-// ctx's deadline leaves room for the delay; then the TRYAGAIN stays the
-// op's error, which the engine treats as any failed op (cleanup, retry).
+// ctx's deadline leaves room for the delay, for at most 200ms in all; then
+// the TRYAGAIN stays the op's error, which the engine treats as any failed
+// op (cleanup, retry).
 func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transport.Result) error {
 	if len(results) != len(ops) {
 		err := fmt.Errorf("%w: %d ops but %d results", transport.ErrInvalidOp, len(ops), len(results))
@@ -728,15 +734,16 @@ func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transp
 		p.idx = append(p.idx, i)
 	}
 	var first error
-	redirs, tries := 0, 0
+	redirs := 0
 	delay := tryAgainFirst
+	budget := time.Now().Add(tryAgainBudget)
 	for round := 0; len(parts) > 0; round++ {
 		all, err := t.send(ctx, parts, ops, results)
 		if round == 0 && all && len(parts) == len(byAddr) && valid == countValid(parts) {
 			// Every shard's part failed as a whole: so did the batch.
 			first = err
 		}
-		again := t.mayTryAgain(ctx, delay, tries)
+		again := mayTryAgain(ctx, delay, budget)
 		var redirected bool
 		parts, redirected = t.redirects(ctx, parts, ops, results, redirs, again)
 		if redirected {
@@ -751,7 +758,6 @@ func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transp
 			if !sleepCtx(ctx, delay) {
 				break // the ops keep their TRYAGAIN errors
 			}
-			tries++
 			t.tryAgain.Add(1)
 			delay = min(2*delay, tryAgainMax)
 		}
@@ -760,15 +766,15 @@ func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transp
 }
 
 // mayTryAgain: another TRYAGAIN retry, after delay, fits before ctx's
-// deadline (or, without one, within maxTryAgain retries).
-func (t *Transport) mayTryAgain(ctx context.Context, delay time.Duration, tries int) bool {
-	if ctx.Err() != nil {
+// deadline and within the Do's budget (which ends at budget).
+func mayTryAgain(ctx context.Context, delay time.Duration, budget time.Time) bool {
+	if ctx.Err() != nil || time.Until(budget) < delay {
 		return false
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		return time.Until(dl) > delay
 	}
-	return tries < maxTryAgain
+	return true
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
@@ -884,7 +890,7 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 			}
 			if tryAgainOf(results[i].Err) {
 				if !again {
-					results[i].Err = fmt.Errorf("%s: slot %d is being migrated and the op's keys are split between its nodes; not retried, its deadline is near: %w", t.name, Slot(opKeys(&ops[i])[0]), results[i].Err)
+					results[i].Err = fmt.Errorf("%s: slot %d is being migrated and the op's keys are split between its nodes; retried for as long as the op's deadline and the retry budget allow: %w", t.name, Slot(opKeys(&ops[i])[0]), results[i].Err)
 					continue
 				}
 			} else if round >= maxRedirects {
