@@ -116,6 +116,12 @@ with exit status 1. --no-fencing --faults client-pause is the other negative
 control: without tokens the resource takes the paused holder's late write on
 top of the next holder's, and late-write must report it (exit status 1).
 
+--cluster-shards K makes each master a Redis Cluster of K shards, with every
+fault above (kill and pause hit a shard; proxy hits the proxy in front of a
+shard, which the shard announces as its address; address-flip points a
+shard's proxy at a spare server; script-flush storms every shard) plus
+reshard: a lock key's slot moves to another shard while clients contend.
+
 The masters are stopped by pid on every exit path. Exit status: 0 when no
 violation was found, 1 when one was, 2 on a usage or setup error (no
 redis-server), 130 when interrupted.`,

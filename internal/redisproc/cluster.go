@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,17 +21,76 @@ const Slots = 16384
 // server's directory, so a restarted node (empty: no persistence) comes back
 // as the same node id owning the same slots, the "shard restarts empty"
 // fault. Full coverage is not required, so the other shards keep serving
-// while one is down.
+// while one is down. s.mu is held.
 func (s *Server) clusterArgs() []string {
 	if s.BusPort == 0 {
 		return nil
 	}
-	return []string{
+	args := []string{
 		"--cluster-enabled", "yes",
 		"--cluster-config-file", "nodes-" + strconv.Itoa(s.Port) + ".conf",
 		"--cluster-port", strconv.Itoa(s.BusPort),
 		"--cluster-node-timeout", "5000",
 		"--cluster-require-full-coverage", "no",
+	}
+	if p := s.announce; p != 0 { // s.mu is held (startLocked)
+		args = append(args, "--cluster-announce-port", strconv.Itoa(p), "--cluster-announce-bus-port", strconv.Itoa(s.BusPort))
+	}
+	return args
+}
+
+// Announce makes cluster node s advertise port instead of its own in the
+// slot map, MOVED and ASK (cluster-announce-port; its bus port stays): a
+// proxy in front of it then sees every client, redirected ones included. It
+// applies now (CONFIG SET) and on every Restart; the other nodes learn it by
+// gossip (WaitAnnounced).
+func (s *Server) Announce(ctx context.Context, port int) error {
+	s.mu.Lock()
+	s.announce = port
+	s.mu.Unlock()
+	if err := Cmd(ctx, s.Addr, nil, "CONFIG", "SET", "cluster-announce-bus-port", strconv.Itoa(s.BusPort)); err != nil {
+		return fmt.Errorf("redisproc: %s: %w", s.Addr, err)
+	}
+	if err := Cmd(ctx, s.Addr, nil, "CONFIG", "SET", "cluster-announce-port", strconv.Itoa(port)); err != nil {
+		return fmt.Errorf("redisproc: %s: %w", s.Addr, err)
+	}
+	return nil
+}
+
+// WaitAnnounced polls every running node's CLUSTER SLOTS until it lists
+// exactly the masters in want (host:port) and nothing else.
+func WaitAnnounced(ctx context.Context, servers []*Server, want []string) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout*2)
+	defer cancel()
+	for {
+		var last error
+		for _, s := range servers {
+			if !s.Running() {
+				continue
+			}
+			var tt radix.ClusterTopo
+			if err := Cmd(ctx, s.Addr, &tt, "CLUSTER", "SLOTS"); err != nil {
+				last = err
+				break
+			}
+			for _, n := range tt {
+				if !slices.Contains(want, n.Addr) {
+					last = fmt.Errorf("%s lists %s", s.Addr, n.Addr)
+					break
+				}
+			}
+			if last != nil {
+				break
+			}
+		}
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("redisproc: announced addresses not seen: %w (%v)", last, ctx.Err())
+		case <-time.After(10 * time.Millisecond): // poll: gossip has no event to wait on
+		}
 	}
 }
 

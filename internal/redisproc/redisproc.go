@@ -74,6 +74,8 @@ type Server struct {
 	// BusPort is the Redis Cluster bus port of a cluster node (StartCluster),
 	// 0 for a standalone server. A restart keeps it: the other nodes know it.
 	BusPort int
+	// announce is the port a cluster node advertises (Announce), 0: its own.
+	announce int
 }
 
 type process struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/quorumlock/redlock/api"
 	"github.com/quorumlock/redlock/engine"
+	"github.com/quorumlock/redlock/internal/faultproxy"
 	"github.com/quorumlock/redlock/internal/history"
 	"github.com/quorumlock/redlock/internal/redisproc"
 	"github.com/quorumlock/redlock/transport"
@@ -29,12 +31,15 @@ import (
 const Reshard = "reshard"
 
 // ClusterKinds are the fault kinds of a cluster run (Config.ClusterShards),
-// in report order. kill and pause hit one shard (a random one) of each
-// victim cluster; latency, partition, fence-loss and clock-drift act on an
-// engine's link to a whole cluster, as on a server. The proxy, address-flip,
-// script-flush and client-pause kinds are built around single servers and
-// are not part of cluster runs.
-var ClusterKinds = []string{Kill, Pause, Latency, Partition, FenceLoss, ClockDrift, Reshard}
+// in report order: every kind of a single-server run, and reshards. kill
+// and pause hit one shard (a random one) of each victim cluster; latency,
+// partition, fence-loss and clock-drift act on an engine's link to a whole
+// cluster, as on a server; proxy hits the proxy of one shard or of every
+// shard of a cluster, for every engine; address-flip points one shard of
+// each victim cluster at a spare server; script-flush storms every shard of
+// its victim clusters; client-pause is the single-server fault, with the
+// workers' engines over the same clusters (cluster_faults.go).
+var ClusterKinds = append(slices.Clone(Kinds), Reshard)
 
 // clusterRun is the cluster part of a run: Masters clusters of
 // ClusterShards shards each.
@@ -47,6 +52,15 @@ type clusterRun struct {
 	mu       []sync.Mutex
 	moves    int64
 	restarts int64
+	// proxies are the fault proxies in front of the nodes, which the nodes
+	// announce ([cluster][shard]; nil without proxy and address-flip
+	// faults); flipped[m][s]: shard s of cluster m reaches a spare (under
+	// run.mu).
+	proxies [][]*faultproxy.Proxy
+	flipped [][]bool
+	// transports are every engine's cluster transports, for their TRYAGAIN
+	// counts.
+	transports []*rediscluster.Transport
 }
 
 func (c *Config) validateCluster() error {
@@ -84,19 +98,28 @@ func (r *run) setupCluster(ctx context.Context) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: starting %d clusters of %d shards: %w", ErrSetup, Masters, r.cfg.ClusterShards, err)
 	}
+	if r.cfg.has(Proxy) || r.cfg.has(AddressFlip) {
+		if err := r.proxyClusters(ctx); err != nil {
+			return err
+		}
+	}
+	if r.cfg.has(AddressFlip) {
+		spares, err := redisproc.Start(ctx, r.quorum)
+		if err != nil {
+			return fmt.Errorf("%w: starting %d spare redis-servers: %w", ErrSetup, r.quorum, err)
+		}
+		r.spares, r.sparesUp = spares, time.Now()
+	}
 	for e := range r.cfg.Engines {
 		ts := make([]transport.Transport, Masters)
 		row := make([]*faulty.Transport, Masters)
-		for m, nodes := range cl.nodes {
-			seeds := make([]string, len(nodes))
-			for i, n := range nodes {
-				seeds[i] = n.Addr
-			}
-			ct, err := rediscluster.New(rediscluster.Config{Seeds: seeds, Node: redis.Config{OpTimeout: r.cfg.MasterTimeout}})
+		for m := range cl.nodes {
+			ct, err := rediscluster.New(rediscluster.Config{Seeds: r.clusterSeeds(m), Node: redis.Config{OpTimeout: r.cfg.MasterTimeout}})
 			if err != nil {
 				closeAll(ts[:m])
 				return fmt.Errorf("%w: %w", ErrSetup, err)
 			}
+			cl.transports = append(cl.transports, ct)
 			row[m] = faulty.Wrap(ct, faulty.Config{Seed: r.cfg.Seed*1_000_003 + uint64(e*Masters+m)})
 			ts[m] = row[m].Sharded() // the engine quarantines each shard
 		}
@@ -105,13 +128,18 @@ func (r *run) setupCluster(ctx context.Context) error {
 		if !r.cfg.Quarantine {
 			q = api.WithoutRestartQuarantine()
 		}
-		eng, err := engine.NewWithTransports(ts, api.WithTTL(r.cfg.TTL), api.WithMasterTimeout(r.cfg.MasterTimeout), q)
+		opts := []api.Option{api.WithTTL(r.cfg.TTL), api.WithMasterTimeout(r.cfg.MasterTimeout), q}
+		if r.cfg.EngineLog != nil {
+			h := slog.NewTextHandler(r.cfg.EngineLog, &slog.HandlerOptions{Level: slog.LevelWarn})
+			opts = append(opts, api.WithLogger(slog.New(h).With("engine", e+1)))
+		}
+		eng, err := engine.NewWithTransports(ts, opts...)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrSetup, err)
 		}
 		r.engines = append(r.engines, eng)
 	}
-	return nil
+	return r.setupPause(ctx)
 }
 
 func (r *run) healCluster() {
@@ -127,12 +155,14 @@ func (r *run) healCluster() {
 		}
 		r.cl.mu[m].Unlock()
 	}
+	r.healClusterProxies()
 }
 
 func (r *run) stopCluster() {
 	if r.cl == nil {
 		return
 	}
+	r.closeClusterProxies()
 	for _, nodes := range r.cl.nodes {
 		redisproc.StopAll(nodes)
 	}
@@ -155,6 +185,14 @@ func (r *run) clusterFault(ctx context.Context, rng *rand.Rand, kind string) {
 		r.clockDrift(ctx, rng)
 	case Reshard:
 		r.reshard(ctx, rng)
+	case Proxy:
+		r.clusterProxy(ctx, rng)
+	case ScriptFlush:
+		r.scriptFlush(ctx, rng)
+	case AddressFlip:
+		r.addressFlip(ctx, rng)
+	case ClientPause:
+		r.clientPause(ctx, rng)
 	}
 }
 
@@ -251,11 +289,13 @@ func (r *run) clusterFenceBroken(victims []int) (bool, string) {
 }
 
 // clusterCounters reads each key's counter on the shards of cluster m
-// (one of them has it; the others answer MOVED, which is skipped).
+// (one of them has it; the others answer MOVED, which is skipped). A shard
+// whose address reaches a spare keeps nothing: its clients do not see the
+// node's counters.
 func (r *run) clusterCounters(m int) map[string]int64 {
 	out := map[string]int64{}
-	for _, n := range r.cl.nodes[m] {
-		if n.Paused() || !n.Running() {
+	for s, n := range r.cl.nodes[m] {
+		if n.Paused() || !n.Running() || r.isFlipped(m, s) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -349,4 +389,13 @@ func (r *run) reshard(ctx context.Context, rng *rand.Rand) {
 	r.event(Reshard, what, at, r.rec.Now())
 	r.count(r.faults, Reshard, 1)
 	r.count(r.detail, "reshard.keys", int64(moved))
+	// The rounds the engines' transports resent ops after TRYAGAIN so far
+	// (a fenced acquire on a half-moved slot).
+	var again int64
+	for _, t := range r.cl.transports {
+		again += t.TryAgains()
+	}
+	r.mu.Lock()
+	r.detail["reshard.tryagain_rounds"] = again
+	r.mu.Unlock()
 }

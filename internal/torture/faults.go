@@ -408,20 +408,30 @@ func (r *run) partition(ctx context.Context, rng *rand.Rand) {
 // delivered late) and delays.
 func (r *run) proxy(ctx context.Context, rng *rand.Rand) {
 	ls, where := r.targets(rng, Proxy)
+	ps := make([]*faultproxy.Proxy, len(ls))
+	for i, l := range ls {
+		ps[i] = r.proxyOf(l)
+	}
+	r.proxyFault(ctx, rng, ps, where)
+}
+
+// proxyFault injects one proxy fault on every proxy in ps (one link's, or
+// one cluster shard's: clusterProxy).
+func (r *run) proxyFault(ctx context.Context, rng *rand.Rand, ps []*faultproxy.Proxy, where string) {
 	at := r.rec.Now()
 	switch x := rng.Float64(); {
 	case x < 0.35:
 		n := 0
-		for _, l := range ls {
-			n += r.proxyOf(l).Reset()
+		for _, p := range ps {
+			n += p.Reset()
 		}
 		r.count(r.detail, "proxy.reset", 1)
 		r.count(r.detail, "proxy.reset_conns", int64(n))
 		r.event(Proxy, fmt.Sprintf("%s: %d connections reset (RST)", where, n), at, at)
 	case x < 0.7:
 		d := uniform(rng, 50*time.Millisecond, r.cfg.TTL*3/2)
-		for _, l := range ls {
-			r.proxyOf(l).Cut(d)
+		for _, p := range ps {
+			p.Cut(d)
 		}
 		r.count(r.detail, "proxy.cut", 1)
 		r.event(Proxy, fmt.Sprintf("%s: cut (bytes held) for %v", where, d), at, at+d)
@@ -429,12 +439,12 @@ func (r *run) proxy(ctx context.Context, rng *rand.Rand) {
 		lat := uniform(rng, time.Millisecond, r.cfg.MasterTimeout*6/5)
 		d := uniform(rng, 500*time.Millisecond, 3*time.Second)
 		r.event(Proxy, fmt.Sprintf("%s: +%v one-way delay for %v", where, lat, d), at, at+d)
-		for _, l := range ls {
-			r.proxyOf(l).SetDelay(lat)
+		for _, p := range ps {
+			p.SetDelay(lat)
 		}
 		r.after(ctx, d, func() {
-			for _, l := range ls {
-				r.proxyOf(l).SetDelay(0)
+			for _, p := range ps {
+				p.SetDelay(0)
 			}
 		})
 		r.count(r.detail, "proxy.delay", 1)

@@ -47,8 +47,9 @@ func (r *run) victimsOf(rng *rand.Rand, one, majority float64) []int {
 
 // waitHold waits (up to 2 TTLs) for a client to begin a long critical
 // section, as a targeted kill does, and says what it waited for; "" when
-// no long section began in time. false: ctx ended.
-func (r *run) waitHold(ctx context.Context) (string, bool) {
+// no long section began in time. key is the section's lock key. false:
+// ctx ended.
+func (r *run) waitHold(ctx context.Context) (what, key string, ok bool) {
 	select { // a stale announcement does not count
 	case <-r.holds:
 	default:
@@ -57,11 +58,11 @@ func (r *run) waitHold(ctx context.Context) (string, bool) {
 	defer t.Stop()
 	select {
 	case ev := <-r.holds:
-		return fmt.Sprintf(" (%v after a long section on %s began)", time.Since(ev.at).Round(time.Microsecond), ev.key), true
+		return fmt.Sprintf(" (%v after a long section on %s began)", time.Since(ev.at).Round(time.Microsecond), ev.key), ev.key, true
 	case <-t.C:
-		return "", true
+		return "", "", true
 	case <-ctx.Done():
-		return "", false
+		return "", "", false
 	}
 }
 
@@ -81,14 +82,23 @@ func (r *run) scriptFlush(ctx context.Context, rng *rand.Rand) {
 	victims := r.victimsOf(rng, 0.2, 0.3)
 	d := uniform(rng, 200*time.Millisecond, 3*r.cfg.TTL/2)
 	at := r.rec.Now()
-	r.event(ScriptFlush, fmt.Sprintf("masters %v: SCRIPT FLUSH storm for %v", oneBased(victims), d), at, at+d)
+	what := "masters"
+	if r.cl != nil {
+		what = "clusters (every shard)"
+	}
+	r.event(ScriptFlush, fmt.Sprintf("%s %v: SCRIPT FLUSH storm for %v", what, oneBased(victims), d), at, at+d)
 	var flushes atomic.Int64
 	r.faultWG.Go(func() {
 		fctx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
+		// What bit: the NOSCRIPT errors the victims answered meanwhile.
+		noscript := r.errorStats(victims, "NOSCRIPT")
+		defer func() { r.count(r.detail, "script-flush.noscript", r.errorsSince(victims, "NOSCRIPT", noscript)) }()
 		var wg sync.WaitGroup
 		for _, m := range victims {
-			wg.Go(func() { flushes.Add(r.flushStorm(fctx, r.serverAddr(m))) })
+			for _, addr := range r.flushAddrs(m) {
+				wg.Go(func() { flushes.Add(r.flushStorm(fctx, addr)) })
+			}
 		}
 		wg.Wait()
 		r.count(r.detail, "script-flush.flushes", flushes.Load())
@@ -173,9 +183,12 @@ func (r *run) addressFlip(ctx context.Context, rng *rand.Rand) {
 	slices.Sort(victims)
 	d := uniform(rng, r.cfg.TTL, 3*r.cfg.TTL)
 	targeted := n >= r.quorum
+	var shards []int // cluster runs: the shard of each victim that flips
+	if r.cl != nil {
+		shards = r.flipShards(rng, victims)
+	}
 	r.faultWG.Go(func() {
 		defer r.flipping.Store(false)
-		what := fmt.Sprintf("masters %v flipped to spare servers for %v", oneBased(victims), d)
 		// Empty the spares first: each stands for a server that never held
 		// our keys (nor fencing counters).
 		for i := range victims {
@@ -183,22 +196,42 @@ func (r *run) addressFlip(ctx context.Context, rng *rand.Rand) {
 				r.count(r.detail, "address-flip.flush_failed", 1)
 			}
 		}
+		held := ""
 		if targeted {
-			s, ok := r.waitHold(ctx)
+			s, key, ok := r.waitHold(ctx)
 			if !ok {
 				return
 			}
 			if s != "" {
 				r.count(r.detail, "address-flip.targeted", 1)
+				r.flipKeyShards(victims, shards, key)
 			}
-			what += s
+			held = s
 		}
+		what := fmt.Sprintf("masters %v flipped to spare servers for %v", oneBased(victims), d)
+		if r.cl != nil {
+			what = r.clusterFlipWhat(victims, shards, d)
+		}
+		what += held
 		at := r.rec.Now()
-		conns := r.flip(victims, func(i, m int) string { return r.spares[i].Addr })
+		var conns int
+		if r.cl != nil {
+			conns = r.clusterFlip(victims, shards, true)
+		} else {
+			conns = r.flip(victims, func(i, m int) string { return r.spares[i].Addr })
+		}
 		r.fenceReset(victims, at, "address flip")
 		sleep(ctx, d)
+		// What bit: the keys the clients wrote on the spares meanwhile.
+		for i := range victims {
+			r.count(r.detail, "address-flip.spare_keys", dbSize(r.spares[i].Addr))
+		}
 		back := r.rec.Now()
-		conns += r.flip(victims, func(_, m int) string { return r.servers[m].Addr })
+		if r.cl != nil {
+			conns += r.clusterFlip(victims, shards, false)
+		} else {
+			conns += r.flip(victims, func(_, m int) string { return r.servers[m].Addr })
+		}
 		r.fenceReset(victims, back, "address flip back")
 		r.event(AddressFlip, fmt.Sprintf("%s, %d connections reset", what, conns), at, back)
 		r.count(r.detail, "address-flip.conns_reset", int64(conns))
@@ -242,7 +275,13 @@ func (r *run) flip(victims []int, addr func(i, m int) string) int {
 // reaching servers with other counters) leave fewer than a majority with
 // every key's counter at the largest token granted.
 func (r *run) fenceReset(victims []int, at time.Duration, why string) {
-	broken, detail := r.fenceBroken(victims)
+	var broken bool
+	var detail string
+	if r.cl != nil {
+		broken, detail = r.clusterFenceBroken(victims)
+	} else {
+		broken, detail = r.fenceBroken(victims)
+	}
 	if !broken {
 		return
 	}

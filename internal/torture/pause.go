@@ -126,11 +126,8 @@ func (r *run) setupPause(ctx context.Context) error {
 		q = 0
 	}
 	for i := range pauseWorkers {
-		masters := make([]string, Masters)
-		for m, s := range r.servers {
-			masters[m] = s.Addr
-		}
-		if r.cfg.has(AddressFlip) {
+		masters := r.workerMasters()
+		if r.cfg.has(AddressFlip) && r.cl == nil {
 			// Through proxies that address-flip moves with the in-process
 			// engines' (see run.flipProxies).
 			row := make([]*faultproxy.Proxy, Masters)

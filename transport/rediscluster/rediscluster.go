@@ -9,7 +9,9 @@
 // op's key, sends the parts to their shards concurrently, each as one
 // pipeline, and keeps slice order per key: a key lives in one slot, so all
 // of a batch's ops on it go, in order, down one connection. MOVED and ASK
-// replies are followed (ASK with ASKING), under the contract's resend rule.
+// replies are followed (ASK with ASKING), under the contract's resend rule,
+// and TRYAGAIN replies (a multi-key op on a slot half moved) are retried
+// after a short delay within the batch's deadline.
 //
 // Restart quarantine is per shard: the transport is a
 // transport.ShardReporter. DoServed reports, for every op, the shard master
@@ -52,6 +54,19 @@ const Slots = 16384
 
 // maxRedirects bounds how often one op follows MOVED or ASK in one Do.
 const maxRedirects = 5
+
+// TRYAGAIN retries (see Do): the first delay, doubled per retry up to
+// tryAgainMax; and how long one Do goes on retrying at most, whatever ctx's
+// deadline. The budget bounds what the retries cost the batch's other ops,
+// whose replies wait with them (a grant's validity counts from the send):
+// the engine's master timeout may be as long as the TTL. Redis Cluster
+// clients retry a few times over some 100ms (redis-py: 3 times, 50ms
+// apart); a migration of a slot with a few keys takes milliseconds.
+const (
+	tryAgainFirst  = 2 * time.Millisecond
+	tryAgainMax    = 50 * time.Millisecond
+	tryAgainBudget = 200 * time.Millisecond
+)
 
 // ErrFailoverRisk: the cluster's masters have replicas, and Config's
 // AllowFailover (URL: ?allow-failover=true) was not given.
@@ -190,7 +205,11 @@ type Transport struct {
 	asked     atomic.Int64
 	// handoffs: per node address, see Handoffs (under mu).
 	handoffs map[string]uint64
+	tryAgain atomic.Int64
 }
+
+// TryAgains counts the rounds of a Do that resent ops after TRYAGAIN.
+func (t *Transport) TryAgains() int64 { return t.tryAgain.Load() }
 
 // Redirects counts the ops resent after MOVED and after ASK so far.
 func (t *Transport) Redirects() (moved, ask int64) { return t.moved.Load(), t.asked.Load() }
@@ -676,6 +695,9 @@ func redirectOf(err error) (redirect, bool) {
 	if err == nil || !errors.As(err, &se) {
 		return redirect{}, false
 	}
+	if isTryAgain(se) {
+		return redirect{}, false
+	}
 	f := strings.Fields(se.S)
 	if len(f) != 3 || (f[0] != "MOVED" && f[0] != "ASK") {
 		return redirect{}, false
@@ -686,11 +708,30 @@ func redirectOf(err error) (redirect, bool) {
 	return redirect{ask: f[0] == "ASK", addr: f[2]}, true
 }
 
+// isTryAgain: a multi-key command on a slot being migrated whose keys are
+// not all on the node asked (the lock key and its fencing counter split
+// between source and target). Redis refuses it before running anything.
+func isTryAgain(se resp3.SimpleError) bool { return strings.HasPrefix(se.S, "TRYAGAIN") }
+
+func tryAgainOf(err error) bool {
+	var se resp3.SimpleError
+	return err != nil && errors.As(err, &se) && isTryAgain(se)
+}
+
+// resendable: the op was refused unapplied and may go again (MOVED, ASK,
+// TRYAGAIN).
+func resendable(err error) bool {
+	_, ok := redirectOf(err)
+	return ok || tryAgainOf(err)
+}
+
 // part is the ops of one batch that go to one node in one round.
 type part struct {
 	addr   string
 	asking bool
 	idx    []int
+	// again: the ops met TRYAGAIN on addr and go back there.
+	again bool
 }
 
 // Do routes each op to the master of its slot, sends each shard's part as
@@ -701,6 +742,14 @@ type part struct {
 // part that may have run (any reply but a redirect) touches one of its
 // keys; otherwise it fails. Redirected ops of one key go on together, in
 // order, to one node; so slice order per key holds.
+//
+// TRYAGAIN (a multi-key op, such as a fenced acquire over its key and
+// counter, on a slot being migrated with its keys split between source and
+// target) is refused unapplied too: such ops go back to the same node, under
+// the same rule, after a short delay that doubles from 2ms to 50ms, while
+// ctx's deadline leaves room for the delay, for at most 200ms in all; then
+// the TRYAGAIN stays the op's error, which the engine treats as any failed
+// op (cleanup, retry).
 func (t *Transport) Do(ctx context.Context, ops []transport.Op, results []transport.Result) error {
 	return t.do(ctx, ops, results, nil)
 }
@@ -771,15 +820,58 @@ func (t *Transport) do(ctx context.Context, ops []transport.Op, results []transp
 		p.idx = append(p.idx, i)
 	}
 	var first error
+	redirs := 0
+	delay := tryAgainFirst
+	budget := time.Now().Add(tryAgainBudget)
 	for round := 0; len(parts) > 0; round++ {
 		all, err := t.send(ctx, parts, ops, results, served)
 		if round == 0 && all && len(parts) == len(byAddr) && valid == countValid(parts) {
 			// Every shard's part failed as a whole: so did the batch.
 			first = err
 		}
-		parts = t.redirects(ctx, parts, ops, results, round)
+		again := mayTryAgain(ctx, delay, budget)
+		var redirected bool
+		parts, redirected = t.redirects(ctx, parts, ops, results, redirs, again)
+		if redirected {
+			redirs++
+		}
+		if slices.ContainsFunc(parts, func(p *part) bool { return p.again }) {
+			// TRYAGAIN: the slot's move is under way; wait a little, as
+			// Redis Cluster clients do, and send again. This runs on the
+			// caller's goroutine (the node actor's I/O goroutine, never
+			// the actor itself) and ends with ctx, so the wait costs the
+			// batch no more than its deadline.
+			if !sleepCtx(ctx, delay) {
+				break // the ops keep their TRYAGAIN errors
+			}
+			t.tryAgain.Add(1)
+			delay = min(2*delay, tryAgainMax)
+		}
 	}
 	return first
+}
+
+// mayTryAgain: another TRYAGAIN retry, after delay, fits before ctx's
+// deadline and within the Do's budget (which ends at budget).
+func mayTryAgain(ctx context.Context, delay time.Duration, budget time.Time) bool {
+	if ctx.Err() != nil || time.Until(budget) < delay {
+		return false
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		return time.Until(dl) > delay
+	}
+	return true
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func countValid(parts []*part) int {
@@ -863,22 +955,23 @@ func (t *Transport) send(ctx context.Context, parts []*part, ops []transport.Op,
 var errNotResent = errors.New("redirected (MOVED or ASK), and not resent: a later op of the batch on the same key may have run, and a resend would run after it; not applied")
 
 // redirects applies the resend rule to the parts just sent and returns the
-// parts of the next round.
-func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transport.Op, results []transport.Result, round int) []*part {
+// parts of the next round, and whether it follows a MOVED or ASK. Ops that
+// met TRYAGAIN go back to the node that answered it (parts marked again)
+// when again allows, under the same rule: Redis refused them unapplied.
+func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transport.Op, results []transport.Result, round int, again bool) ([]*part, bool) {
 	var next []*part
 	type dest struct {
-		addr string
-		ask  bool
+		addr  string
+		ask   bool
+		again bool
 	}
-	refreshed := false
+	refreshed, redirected := false, false
 	for _, p := range parts {
 		any := false
 		for _, i := range p.idx {
-			if results[i].Err != nil {
-				if _, ok := redirectOf(results[i].Err); ok {
-					any = true
-					break
-				}
+			if resendable(results[i].Err) {
+				any = true
+				break
 			}
 		}
 		if !any {
@@ -888,13 +981,18 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 		resend := make([]bool, len(p.idx))
 		for j := len(p.idx) - 1; j >= 0; j-- {
 			i := p.idx[j]
-			if _, ok := redirectOf(results[i].Err); !ok {
+			if !resendable(results[i].Err) {
 				for _, k := range opKeys(&ops[i]) {
 					ran[k] = true
 				}
 				continue
 			}
-			if round >= maxRedirects {
+			if tryAgainOf(results[i].Err) {
+				if !again {
+					results[i].Err = fmt.Errorf("%s: slot %d is being migrated and the op's keys are split between its nodes; retried for as long as the op's deadline and the retry budget allow: %w", t.name, Slot(opKeys(&ops[i])[0]), results[i].Err)
+					continue
+				}
+			} else if round >= maxRedirects {
 				continue // the redirect stays the op's error
 			}
 			touched := false
@@ -913,8 +1011,35 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 			if !resend[j] {
 				continue
 			}
+			if tryAgainOf(results[i].Err) {
+				// Back to the same node, as it was asked (the target of
+				// an ASK is asked with ASKING again).
+				d := dest{p.addr, p.asking, true}
+				conflict := false
+				for _, k := range opKeys(&ops[i]) {
+					if prev, ok := keyDest[k]; ok && prev != d {
+						conflict = true
+					}
+				}
+				if conflict {
+					results[i].Err = fmt.Errorf("%s: %w (%w)", t.name, errNotResent, results[i].Err)
+					continue
+				}
+				for _, k := range opKeys(&ops[i]) {
+					keyDest[k] = d
+				}
+				np := byDest[d]
+				if np == nil {
+					np = &part{addr: d.addr, asking: d.ask, again: true}
+					byDest[d] = np
+					next = append(next, np)
+				}
+				np.idx = append(np.idx, i)
+				continue
+			}
+			redirected = true
 			r, _ := redirectOf(results[i].Err)
-			d := dest{r.addr, r.ask}
+			d := dest{r.addr, r.ask, false}
 			if !r.ask {
 				// MOVED: the slot map is stale; read it before the
 				// resend, so that later batches go straight there.
@@ -966,7 +1091,7 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 			}
 		}
 	}
-	return next
+	return next, redirected
 }
 
 func failValid(results []transport.Result, err error) error {
