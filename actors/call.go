@@ -79,7 +79,7 @@ type Call struct {
 
 	// Result, valid once Done is closed.
 	Err      error
-	Start    time.Time     // t1 of the attempt that decided
+	Start    time.Time     // when the attempt was decided (Start+Validity: send + ttl - drift)
 	Validity time.Duration // for a held or extended lock: ttl - elapsed - drift
 	Token    int64         // the fencing token of a fenced acquire
 	Span     trace.Span    // the caller's span, if recording: attempts become its events

@@ -280,8 +280,11 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 	switch call.phase {
 	case phaseAcquiring, phaseFencing:
 		if call.granted >= c.quorum {
-			from := call.from()
-			v := call.TTL - time.Since(from) - call.Drift
+			// The keys live until at least from + TTL - drift; v is what
+			// is left of that now, so the lock's deadline (Start +
+			// Validity) charges the round trip once.
+			from, now := call.from(), time.Now()
+			v := call.TTL - now.Sub(from) - call.Drift
 			switch {
 			case v <= 0:
 				c.failAttempt(ctx, call, api.ErrQuorumUnreachable, "a majority granted, but too late: the validity was used up")
@@ -296,7 +299,7 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 				c.begin(call, phaseFencing)
 				c.send(ctx, call, transport.RaiseFence, true)
 			default:
-				call.Start, call.Validity, call.Token = from, v, call.token
+				call.Start, call.Validity, call.Token = now, v, call.token
 				c.finish(ctx, call, nil)
 			}
 		} else if call.refused+call.failed > n-c.quorum {
@@ -327,9 +330,9 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 		}
 	case phaseExtending:
 		if call.granted >= c.quorum {
-			from := call.from()
-			if v := call.TTL - time.Since(from) - call.Drift; v > 0 {
-				call.Start, call.Validity = from, v
+			from, now := call.from(), time.Now()
+			if v := call.TTL - now.Sub(from) - call.Drift; v > 0 {
+				call.Start, call.Validity = now, v
 				c.finish(ctx, call, nil)
 			} else {
 				c.finish(ctx, call, c.errorf(call, api.ErrNotHeld, "a majority extended, but too late: the validity was used up"))
