@@ -7,6 +7,7 @@
 #     on five in-memory masters, RUNS pairs of runs each): base, and this tree with none, noop,
 #     metrics, sdk. Not timed, so not moved by load: this is the figure for the 2% bound of none
 #     and noop.
+#     Then the same on Redis at 256 lockers (count-redis/; RN1, RN2 cycles, default 1000 and 5000).
 #  2. cpu-us/cycle on Redis at 1 and 256 lockers (BenchmarkOTel), base and this tree in turn,
 #     ROUNDS rounds (bench/interleave.sh), then one benchstat table per variant against the base
 #     (the variant's lines renamed to OTel/none/..., the base's only variant).
@@ -36,6 +37,7 @@ package bench_test
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -49,12 +51,18 @@ import (
 func BenchmarkOTel(b *testing.B) {
 	nodes := benchtest.RedisNodes(b)
 	b.Run("none", func(b *testing.B) {
-		e, err := engine.New(nodes, api.WithoutRestartQuarantine())
+		opts := []api.Option{api.WithoutRestartQuarantine()}
+		var lockOpts []api.LockOption
+		if os.Getenv("REDLOCK_BENCH_SLOW") != "" {
+			opts = append(opts, api.WithMasterTimeout(time.Minute))
+			lockOpts = append(lockOpts, api.WithTTL(10*time.Minute))
+		}
+		e, err := engine.New(nodes, opts...)
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer e.Close()
-		client := bench.Engine(e)
+		client := bench.Engine(e, lockOpts...)
 		prefix := bench.RunPrefix("otel-none")
 		if err := bench.WaitReady(context.Background(), client, prefix, 10*time.Second, nil); err != nil {
 			b.Fatal(err)
@@ -99,6 +107,23 @@ go test -c -o "$OUT/new.test" ./bench
 if [ "${SKIP_COUNT:-}" != 1 ]; then
 	rm -rf "$OUT/count"
 	(cd "$OUT" && "$root/bench/otel-count.sh" count base.test:none new.test:none new.test:noop new.test:metrics new.test:sdk)
+	# The same on Redis at 256 lockers, the client counted and five redis-server processes outside
+	# valgrind (stopped by pid). Valgrind runs the lockers one at a time, so batches are smaller
+	# than in a timed run and per-batch costs weigh more; REDLOCK_BENCH_SLOW keeps the slowed
+	# cycles from timing out.
+	rdir=$(mktemp -d); rpids=(); raddrs=()
+	for i in 1 2 3 4 5; do
+		port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+		redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$rdir" --daemonize no >/dev/null &
+		rpids+=($!); raddrs+=("127.0.0.1:$port")
+	done
+	sleep 1
+	rm -rf "$OUT/count-redis"
+	(cd "$OUT" && BENCH='OTel/%s/uncontended/c=256$' REDLOCK_BENCH_SLOW=1 N1=${RN1:-1000} N2=${RN2:-5000} \
+		REDLOCK_BENCH_NODES=$(IFS=,; echo "${raddrs[*]}") \
+		"$root/bench/otel-count.sh" count-redis base.test:none new.test:none new.test:noop new.test:metrics) || true
+	for p in "${rpids[@]}"; do kill "$p" 2>/dev/null || true; done
+	rm -rf "$rdir"
 fi
 if [ "${SKIP_CPU:-}" != 1 ]; then
 	rm -f "$OUT/old.txt" "$OUT/new.txt"
