@@ -323,13 +323,13 @@ func (m *Metrics) On() bool {
 	return !m.global || !MetricsOff(otel.GetMeterProvider())
 }
 
-// Acquired records an acquire call that began at start.
-func (m *Metrics) Acquired(call, outcome int, fenced bool, start time.Time) {
+// Acquired records an acquire call that took took.
+func (m *Metrics) Acquired(call, outcome int, fenced bool, took time.Duration) {
 	f := 0
 	if fenced {
 		f = 1
 	}
-	m.acqDur.Record(context.Background(), time.Since(start).Seconds(), m.acqAttrs[outcome][call][f]...)
+	m.acqDur.Record(context.Background(), took.Seconds(), m.acqAttrs[outcome][call][f]...)
 	if outcome == OutcomeOK {
 		m.held.Add(1)
 	}
@@ -362,8 +362,8 @@ func (m *Metrics) waiting(d int64) {
 }
 
 // finished is the coordinator's hook as call ends with err, before its
-// phase becomes phaseDone: it closes the span's last round and counts an
-// acquire's attempts.
+// phase becomes phaseDone: it closes the span's last round. (An acquire's
+// attempts are recorded by Attempted, on the caller's goroutine.)
 func (m *Metrics) finished(call *Call, err error, masters int) {
 	if call.phase == phaseQueued {
 		m.waiting(-1) // left the line without a turn: cancelled, or closing
@@ -374,13 +374,23 @@ func (m *Metrics) finished(call *Call, err error, masters int) {
 			roundEvent(call, err, "", masters)
 		}
 	}
-	if call.Kind == Acquire && m.On() {
-		f := 0
-		if call.Fenced {
-			f = 1
-		}
-		m.attempts.Record(context.Background(), int64(call.attempts), m.acqAttrs[Outcome(err)][CallIndex(call.Op)][f]...)
+}
+
+// Attempted records the attempts of call, an acquire that has finished
+// (its Done is closed). It runs on the caller's goroutine, not in the
+// coordinator's finish: the coordinator's goroutine is new at every
+// activation of its mailbox, and the first SDK call on it grew its stack
+// (a copy costing more than the Record itself); the callers' goroutines are
+// long-lived, and the SDK's instruments take no lock.
+func (m *Metrics) Attempted(call *Call) {
+	if call.Kind != Acquire || !m.On() {
+		return
 	}
+	f := 0
+	if call.Fenced {
+		f = 1
+	}
+	m.attempts.Record(context.Background(), int64(call.attempts), m.acqAttrs[Outcome(call.Err)][CallIndex(call.Op)][f]...)
 }
 
 // attemptFailed adds the span event of an attempt that did not win.
@@ -431,11 +441,26 @@ func (m *Metrics) sending(i int, b *batch, queued int) {
 	b.metered = true
 	nm.queued.Store(int64(queued))
 	nm.inflight.Add(int64(len(b.ops)))
-	m.batch.Record(context.Background(), int64(len(b.ops)), nm.record...)
+	// The batch's size is recorded when it returns (returned), on the
+	// node's long-lived I/O goroutine: here we run on the coordinator's,
+	// new at every activation, whose stack the SDK's call would grow.
+}
+
+// opCount counts the ops of one kind and result in a returned batch.
+type opCount struct {
+	kind, result uint8
+	n            int32
 }
 
 // queued records the ops waiting at master i.
 func (m *Metrics) queued(i, queued int) {
+	// Most often the count has not changed since the batch that just left
+	// stored it (or, when nobody listens, it stays 0 and the queue is
+	// empty): one load then spares the provider check, which is this
+	// hook's cost when nobody listens.
+	if m == nil || m.nodes[i].queued.Load() == int64(queued) {
+		return
+	}
 	if m.On() {
 		m.nodes[i].queued.Store(int64(queued))
 	}
@@ -453,10 +478,14 @@ func (m *Metrics) returned(i int, b *batch, queued int) {
 	nm.inflight.Add(-int64(len(b.ops)))
 	nm.queued.Store(int64(queued))
 	m.batchDur.Record(context.Background(), time.Since(b.sent).Seconds(), nm.record...)
+	m.batch.Record(context.Background(), int64(len(b.ops)), nm.record...)
 	// Counted per batch, one Add per kind and result that occurs: an SDK
-	// Add locks and hashes the attribute set, too dear to pay per op in a
-	// batch of hundreds.
-	var counts [numKinds][numResults]int32
+	// Add hashes the attribute set, too dear to pay per op in a batch of
+	// hundreds. A batch holds few distinct (kind, result) pairs, mostly
+	// one: a short list of them costs less to clear and scan than a table
+	// of every pair.
+	var pairs [8]opCount
+	np := 0
 	answered := false
 	for j := range b.res {
 		r := resultOK
@@ -470,14 +499,23 @@ func (m *Metrics) returned(i int, b *batch, queued int) {
 		default:
 			r, answered = resultRefused, true
 		}
-		counts[int(b.ops[j].Kind)%numKinds][r]++
-	}
-	for k := range counts {
-		for r, c := range counts[k] {
-			if c > 0 {
-				m.ops.Add(context.Background(), int64(c), nm.ops[k][r]...)
-			}
+		k := uint8(int(b.ops[j].Kind) % numKinds)
+		p := 0
+		for p < np && (pairs[p].kind != k || pairs[p].result != uint8(r)) {
+			p++
 		}
+		switch {
+		case p < np:
+			pairs[p].n++
+		case np < len(pairs):
+			pairs[np] = opCount{kind: k, result: uint8(r), n: 1}
+			np++
+		default: // more pairs than the list holds: never seen, but counted
+			m.ops.Add(context.Background(), 1, nm.ops[k][r]...)
+		}
+	}
+	for _, p := range pairs[:np] {
+		m.ops.Add(context.Background(), int64(p.n), nm.ops[p.kind][p.result]...)
 	}
 	if answered {
 		nm.reachable.Store(1)

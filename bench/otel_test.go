@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -46,6 +47,12 @@ type telemetryVariant struct {
 	opts []api.Option
 }
 
+// slowEnv, when set, raises the master timeout and the TTL of BenchmarkOTel's
+// engines: under valgrind (bench/otel-count.sh) a cycle is ~100 times slower,
+// and with the defaults most cycles time out or expire, so the counted
+// instructions would be those of failures, not of lock cycles.
+const slowEnv = "REDLOCK_BENCH_SLOW"
+
 // BenchmarkOTel measures what telemetry costs a lock cycle on Redis (see
 // telemetryVariants), at 1 and 256 lockers on fresh keys. Compare builds by
 // cpu-us/cycle in interleaved runs (bench/interleave.sh):
@@ -55,12 +62,18 @@ func BenchmarkOTel(b *testing.B) {
 	nodes := benchtest.RedisNodes(b)
 	for _, v := range telemetryVariants(b) {
 		b.Run(v.name, func(b *testing.B) {
-			e, err := engine.New(nodes, append(v.opts, api.WithoutRestartQuarantine())...)
+			opts := append(v.opts, api.WithoutRestartQuarantine())
+			var lockOpts []api.LockOption
+			if os.Getenv(slowEnv) != "" {
+				opts = append(opts, api.WithMasterTimeout(time.Minute))
+				lockOpts = append(lockOpts, api.WithTTL(10*time.Minute))
+			}
+			e, err := engine.New(nodes, opts...)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer e.Close()
-			client := bench.Engine(e)
+			client := bench.Engine(e, lockOpts...)
 			prefix := bench.RunPrefix("otel-" + v.name)
 			if err := bench.WaitReady(context.Background(), client, prefix, 10*time.Second, nil); err != nil {
 				b.Fatal(err)

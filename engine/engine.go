@@ -491,6 +491,7 @@ func (e *Engine) run(ctx context.Context, call *actors.Call) error {
 		// (a lock the caller now holds, say) is the truth, so wait for it.
 		<-call.Done()
 	}
+	e.obs.m.Attempted(call)
 	return call.Err
 }
 

@@ -186,10 +186,12 @@ func (e *Engine) lockObserved(ctx context.Context, k int, op, key string, keys [
 				fenced = o.Fencing
 			}
 		}
+		// One clock read ends the wait and starts the hold.
+		now := time.Now()
 		if l != nil {
-			l.(*lock).grantedAt = time.Now()
+			l.(*lock).grantedAt = now
 		}
-		e.obs.m.Acquired(k, outcome, fenced, start)
+		e.obs.m.Acquired(k, outcome, fenced, now.Sub(start))
 	}
 	if span != nil {
 		if l != nil && l.Token() != 0 {
