@@ -159,8 +159,11 @@ func runHeld(b *testing.B, nodes []string, n int) {
 		return left
 	}
 	for left := firstDone(); left > 0; left = firstDone() {
-		if time.Since(start) > ttl {
-			b.Fatalf("%d locks had not extended once %v after the first was taken (the TTL): the client cannot keep up", left, ttl)
+		// A lock that misses its extensions expires (and then counts as
+		// lost, not here) by the TTL after it was taken: this only stops
+		// a harness bug from waiting forever.
+		if time.Since(start) > take+ttl+time.Minute {
+			b.Fatalf("%d live locks had not extended once %v after all were taken (the TTL is %v)", left, time.Since(start)-take, ttl)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
