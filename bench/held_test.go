@@ -5,7 +5,6 @@ import (
 	"math"
 	"os"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,10 +45,9 @@ func heldCounts(b *testing.B) []int {
 //	             bookkeeping, and the benchmark's key string), after a GC
 //	ext/s        the steady auto-extension rate, counted in the window
 //	window-s     the window: one whole extension period (half the
-//	             validity, as measured: the median step of a lock's Until
-//	             at its first extension), starting once every lock has
-//	             extended once, in the gap between two rounds of
-//	             extensions, so each lock extends once in it whatever N is
+//	             validity), starting once every lock has extended once, in
+//	             the gap between two rounds of extensions, so each lock
+//	             extends about once in it whatever N is
 //	cpu-us/ext   the process's CPU in the window over the extensions in
 //	             it (holding's other costs, timers and the collector
 //	             walking the handles, included), nothing else running
@@ -145,11 +143,6 @@ func runHeld(b *testing.B, nodes []string, n int) {
 			granted[i] = l.Until()
 		}
 	}
-	// Each lock extends a little less than a period after its previous
-	// extension (the validity it counts from lost the drift allowance), so
-	// a window of whole periods sees each live lock about window/period
-	// times: the extensions are counted per lock from how far its Until
-	// moved, in units of its own first step, not assumed.
 	firstDone := func() (left int) {
 		for i, l := range locks {
 			if l != nil && !isDone(l) && !l.Until().After(granted[i]) {
@@ -169,25 +162,15 @@ func runHeld(b *testing.B, nodes []string, n int) {
 	}
 	after := time.Since(start)
 	u0 := make([]time.Time, n)
-	var steps []time.Duration
-	for i, l := range locks {
-		if l != nil && !isDone(l) {
-			steps = append(steps, l.Until().Sub(granted[i]))
-		}
-	}
-	if len(steps) == 0 {
-		b.Fatal("every lock was lost before its first extension")
-	}
-	slices.Sort(steps)
-	step := steps[len(steps)/2] // the actual spacing of one lock's extensions
-	// The extensions come in rounds, one per lock per step, as bunched as
-	// the taking was (or more, on a slow client). A window one step long
-	// sees each lock once, whatever its phase, but where its edges fall
-	// inside a round, timer slack decides whether the locks at the edge
-	// count in it or in the next: so it starts in the middle of the gap
-	// after the first round (when the round is shorter than a step; else
-	// the extensions are spread and any phase will do).
-	if next := start.Add(2 * step); time.Now().Before(next) {
+	// The extensions come in rounds, one per lock a period apart (a little
+	// less: the validity each counts from lost the drift allowance; more
+	// on a slow client), as bunched as the taking was. A window one period
+	// long sees each lock about once, whatever its phase, but where its
+	// edges fall inside a round, timer slack decides whether the locks at
+	// the edge count in it or in the next: so it starts in the middle of
+	// the gap after the first round (when the round is shorter than a
+	// period; else the extensions are spread and any phase will do).
+	if next := start.Add(2 * period); time.Now().Before(next) {
 		time.Sleep(time.Until(next) / 2)
 	}
 	for i, l := range locks {
@@ -195,13 +178,13 @@ func runHeld(b *testing.B, nodes []string, n int) {
 			u0[i] = l.Until()
 		}
 	}
-	// One whole step: the steady state, in which each lock extends once,
+	// One whole period: the steady state, in which each lock extends once,
 	// so the CPU the window took is the CPU of n extensions plus what
 	// holding n locks costs meanwhile (timers, the collector walking their
 	// heap), which is what a holder pays.
 	cost0 := bench.ReadCost()
 	w0 := time.Now()
-	time.Sleep(step)
+	time.Sleep(period)
 	window := time.Since(w0)
 	cost := bench.ReadCost().Sub(cost0)
 	var ext, lost int
@@ -215,9 +198,9 @@ func runHeld(b *testing.B, nodes []string, n int) {
 			}
 			continue
 		}
-		if own := u0[i].Sub(granted[i]); own > 0 {
-			ext += int(math.Round(float64(l.Until().Sub(u0[i])) / float64(own)))
-		}
+		// Each extension moves Until on by the time since the one before:
+		// a period, give or take the drift allowance and the client's lag.
+		ext += int(math.Round(float64(l.Until().Sub(u0[i])) / float64(period)))
 	}
 	b.StopTimer()
 
@@ -234,8 +217,8 @@ func runHeld(b *testing.B, nodes []string, n int) {
 	b.ReportMetric(after.Seconds(), "first-ext-s")
 	b.ReportMetric(float64(lost), "lost")
 	b.ReportMetric(float64(untaken), "untaken")
-	b.Logf("%d locks, ttl %v, extension period %v (measured %v); all first extensions done %v after the start; window %v: %d extensions in it (%.2f per live lock), %d lost",
-		n, ttl, period, step.Round(time.Millisecond), after.Round(time.Millisecond), window.Round(time.Millisecond), ext, float64(ext)/float64(max(1, n-int(untaken)-lost)), lost)
+	b.Logf("%d locks, ttl %v, extension period %v; all first extensions done %v after the start; window %v: %d extensions in it (%.2f per live lock), %d lost",
+		n, ttl, period, after.Round(time.Millisecond), window.Round(time.Millisecond), ext, float64(ext)/float64(max(1, n-int(untaken)-lost)), lost)
 
 	// Release them all, so that later benchmarks meet clean masters.
 	next.Store(0)
