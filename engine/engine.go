@@ -532,6 +532,7 @@ type lock struct {
 	// autoOut: the extension out is an auto-extension, whose failure for
 	// too few answers in time the timer retries (retryExtension); under mu.
 	autoOut bool
+	retries int // auto-extensions retried since the last that got through; under sig
 
 	// sig guards the lifetime state. It is never held across I/O, so the
 	// lost-lock signal fires on time even while an extension is out.
@@ -621,6 +622,7 @@ func (l *lock) causeLocked() error {
 // would otherwise make the next one due before it returned, and extensions
 // would run back to back until MaxExtensions is used up.
 func (l *lock) granted(start time.Time, v time.Duration) {
+	l.retries = 0
 	if u := start.Add(v); u.After(l.until) {
 		l.until = u
 	}
@@ -711,20 +713,33 @@ func (l *lock) tick() {
 	l.rearm()
 }
 
+// maxExtendRetries bounds the auto-extensions retried in a row (see
+// retryExtension).
+const maxExtendRetries = 2
+
 // retryExtension schedules another auto-extension after one that failed as
 // unreachable, and reports whether it did. Too few answers in time is not
 // "no longer held": on a client starved of CPU, healthy masters' answers
 // are read after the master timeout (issue 13), and the lock stays valid
 // until Until whatever the masters did. So the extension is tried again,
 // after the share auto (at least half) of what is left of the validity, as
-// granted spaces extensions, while that leaves time; Done still closes at Until if none
-// gets through. A refusal by a majority (ErrNotHeld) still ends the lock.
+// granted spaces extensions, while that leaves time, and at most
+// maxExtendRetries times in a row; Done still closes at Until if none gets
+// through. A refusal by a majority (ErrNotHeld) still ends the lock.
 func (l *lock) retryExtension() bool {
 	l.sig.Lock()
 	defer l.sig.Unlock()
 	if l.cause != nil || l.timer == nil {
 		return true // ended meanwhile (Unlock, Close, expiry): nothing to do
 	}
+	// A few retries ride out a late read; under sustained overload more
+	// would only add load (a round of n held locks would be tried
+	// log2(validity/1ms) times each), so after maxExtendRetries the lock
+	// is given up as before.
+	if l.retries >= maxExtendRetries {
+		return false
+	}
+	l.retries++
 	// Half what is left at least, so that a small share does not retry a
 	// down majority hundreds of times before Until.
 	now := time.Now()
