@@ -29,6 +29,11 @@ type mailbox struct {
 	invoker    actor.MessageInvoker
 	dispatcher actor.Dispatcher
 	process    func()
+
+	// inline, if set (coordinators, see newCoordinatorMailbox), says which
+	// user messages an idle mailbox runs on the sender's goroutine instead
+	// of the dispatcher's.
+	inline func(msg any) bool
 }
 
 const (
@@ -47,6 +52,12 @@ var _ actor.Mailbox = (*mailbox)(nil)
 func (m *mailbox) PostUserMessage(msg any) {
 	m.user.push(msg)
 	m.userN.Add(1)
+	if m.inline != nil && m.inline(msg) {
+		if m.status.CompareAndSwap(idle, running) {
+			m.process()
+		}
+		return
+	}
 	m.schedule()
 }
 
