@@ -50,9 +50,12 @@ func newMailbox() actor.Mailbox {
 var _ actor.Mailbox = (*mailbox)(nil)
 
 func (m *mailbox) PostUserMessage(msg any) {
+	// Asked before the push: once queued, msg is the receiver's (a reply
+	// batch goes back to its pool when counted).
+	in := m.inline != nil && m.inline(msg)
 	m.user.push(msg)
 	m.userN.Add(1)
-	if m.inline != nil && m.inline(msg) {
+	if in {
 		if m.status.CompareAndSwap(idle, running) {
 			m.process()
 		}
