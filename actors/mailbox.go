@@ -29,6 +29,11 @@ type mailbox struct {
 	invoker    actor.MessageInvoker
 	dispatcher actor.Dispatcher
 	process    func()
+
+	// inline, if set (coordinators, see newCoordinatorMailbox), says which
+	// user messages an idle mailbox runs on the sender's goroutine instead
+	// of the dispatcher's.
+	inline func(msg any) bool
 }
 
 const (
@@ -45,8 +50,17 @@ func newMailbox() actor.Mailbox {
 var _ actor.Mailbox = (*mailbox)(nil)
 
 func (m *mailbox) PostUserMessage(msg any) {
+	// Asked before the push: once queued, msg is the receiver's (a reply
+	// batch goes back to its pool when counted).
+	in := m.inline != nil && m.inline(msg)
 	m.user.push(msg)
 	m.userN.Add(1)
+	if in {
+		if m.status.CompareAndSwap(idle, running) {
+			m.process()
+		}
+		return
+	}
 	m.schedule()
 }
 

@@ -174,3 +174,36 @@ type dispatcherFunc func(func())
 
 func (d dispatcherFunc) Schedule(fn func()) { d(fn) }
 func (dispatcherFunc) Throughput() int      { return 300 }
+
+// A coordinator's mailbox runs a node's reply batch of one reply on the
+// poster's goroutine when it is idle, and leaves calls, larger reply
+// batches, and anything that finds it running, to the dispatcher.
+func TestCoordinatorMailboxRunsRepliesInline(t *testing.T) {
+	r := &recorder{}
+	m := newCoordinatorMailbox()
+	var pending []func()
+	m.RegisterHandlers(r, dispatcherFunc(func(fn func()) { pending = append(pending, fn) }))
+	rep := &nodeReplies{items: make([]reply, 1)}
+	m.PostUserMessage(rep)
+	if len(pending) != 0 || len(r.user) != 1 || r.user[0] != rep {
+		t.Fatalf("idle mailbox, reply batch: scheduled %d times, ran %v; want it run inline", len(pending), r.user)
+	}
+	call := &Call{}
+	m.PostUserMessage(call)
+	if len(pending) != 1 || len(r.user) != 1 {
+		t.Fatalf("idle mailbox, call: scheduled %d times, ran %d; want it left to the dispatcher", len(pending), len(r.user))
+	}
+	m.PostUserMessage(rep) // the mailbox is running (scheduled): queued behind the call
+	if len(pending) != 1 || len(r.user) != 1 {
+		t.Fatalf("running mailbox, reply batch: scheduled %d times, ran %d; want it queued", len(pending), len(r.user))
+	}
+	pending[0]()
+	if len(r.user) != 3 || r.user[1] != call || r.user[2] != rep {
+		t.Fatalf("ran %v; want the call, then the reply batch, in order", r.user)
+	}
+	pending = pending[:0]
+	m.PostUserMessage(&nodeReplies{items: make([]reply, 2)})
+	if len(pending) != 1 || len(r.user) != 3 {
+		t.Fatalf("idle mailbox, two replies: scheduled %d times, ran %d; want it left to the dispatcher", len(pending), len(r.user))
+	}
+}

@@ -128,13 +128,14 @@ def held(out):
         n = int(name.split("=")[-1])
         rows.append(
             f"| {n:,} | {fmt(med(e, name, 'B/lock'))} | {fmt(med(e, name, 'ext/s'))} | {fmt(med(e, name, 'cpu-us/ext'), 1)} | "
-            f"{fmt(med(e, name, 'core-pct'), 1)} | {fmt(med(e, name, 'take-s'), 1)} | {fmt(med(e, name, 'lost'))} | "
+            f"{fmt(med(e, name, 'core-pct'), 1)} | {fmt(med(e, name, 'window-s'), 1)} | {fmt(med(e, name, 'take-s'), 1)} | "
+            f"{fmt(med(e, name, 'first-ext-s'), 1)} | {fmt(med(e, name, 'lost'))} | "
             f"{fmt(med(e, name, 'untaken'))} |"
         )
     if rows:
         print("### Held locks with auto-extension (engine, five masters)\n")
-        print("| locks held | heap B/lock | extensions/s | cpu-µs/extension | % of a core | s to take them | lost | untaken |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("| locks held | heap B/lock | extensions/s | cpu-µs/extension | % of a core | window s | s to take them | s until all extended once | lost | untaken |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         print("\n".join(rows) + "\n")
 
 

@@ -530,6 +530,10 @@ type lock struct {
 	mu       sync.Mutex // serialises Extend and Unlock of one handle
 	extended int        // written under mu and sig, so either guards a read
 	released bool
+	// autoOut: the extension out is an auto-extension, whose failure for
+	// too few answers in time the timer retries (retryExtension); under mu.
+	autoOut bool
+	retries int // auto-extensions retried since the last that got through; under sig
 
 	// sig guards the lifetime state. It is never held across I/O, so the
 	// lost-lock signal fires on time even while an extension is out.
@@ -619,6 +623,7 @@ func (l *lock) causeLocked() error {
 // would otherwise make the next one due before it returned, and extensions
 // would run back to back until MaxExtensions is used up.
 func (l *lock) granted(start time.Time, v time.Duration) {
+	l.retries = 0
 	if u := start.Add(v); u.After(l.until) {
 		l.until = u
 	}
@@ -694,14 +699,58 @@ func (l *lock) tick() {
 	// Extend never outlives the validity: past it the lock may be someone
 	// else's, and extending would be a lie.
 	ctx, cancel := context.WithDeadline(context.Background(), until)
+	l.autoOut = true
 	err := l.extendObserved(ctx, true)
+	l.autoOut = false
 	cancel()
 	l.mu.Unlock()
 	if err != nil {
+		if errors.Is(err, api.ErrQuorumUnreachable) && l.retryExtension() {
+			return
+		}
 		l.lose(&api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Last: err, Detail: "auto-extension failed"})
 		return
 	}
 	l.rearm()
+}
+
+// maxExtendRetries bounds the auto-extensions retried in a row (see
+// retryExtension).
+const maxExtendRetries = 2
+
+// retryExtension schedules another auto-extension after one that failed as
+// unreachable, and reports whether it did. Too few answers in time is not
+// "no longer held": on a client starved of CPU, healthy masters' answers
+// are read after the master timeout (issue 13), and the lock stays valid
+// until Until whatever the masters did. So the extension is tried again,
+// after the share auto (at least half) of what is left of the validity, as
+// granted spaces extensions, while that leaves time, and at most
+// maxExtendRetries times in a row; Done still closes at Until if none gets
+// through. A refusal by a majority (ErrNotHeld) still ends the lock.
+func (l *lock) retryExtension() bool {
+	l.sig.Lock()
+	defer l.sig.Unlock()
+	if l.cause != nil || l.timer == nil {
+		return true // ended meanwhile (Unlock, Close, expiry): nothing to do
+	}
+	// A few retries ride out a late read; under sustained overload more
+	// would only add load (a round of n held locks would be tried
+	// log2(validity/1ms) times each), so after maxExtendRetries the lock
+	// is given up as before.
+	if l.retries >= maxExtendRetries {
+		return false
+	}
+	l.retries++
+	// Half what is left at least, so that a small share does not retry a
+	// down majority hundreds of times before Until.
+	now := time.Now()
+	at := now.Add(time.Duration(float64(l.until.Sub(now)) * max(l.auto, 0.5)))
+	if !at.Before(l.until) || l.until.Sub(at) < time.Millisecond {
+		return false
+	}
+	l.extendAt = at
+	l.arm()
+	return true
 }
 
 // rearm points a watched lock's timer at its next event after an
@@ -782,7 +831,10 @@ func (l *lock) extend(ctx context.Context) error {
 	if err := l.e.run(ctx, call); err != nil {
 		// The masters would not confirm: past its current validity nobody
 		// can vouch for the lock, and a majority may already have dropped it.
-		if errors.Is(err, api.ErrNotHeld) || errors.Is(err, api.ErrQuorumUnreachable) {
+		// An auto-extension that only lacked answers in time is retried by
+		// the timer instead (retryExtension), since the lock is still
+		// valid until Until.
+		if errors.Is(err, api.ErrNotHeld) || errors.Is(err, api.ErrQuorumUnreachable) && !l.autoOut {
 			l.lose(&api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Last: err, Detail: "an extension failed"})
 		}
 		return err
