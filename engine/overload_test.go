@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,17 +15,20 @@ import (
 	"github.com/quorumlock/redlock/transport"
 )
 
-// busyMaster is a healthy master that takes service to answer every batch:
-// well within the master timeout, but a queue of batches behind it waits
-// longer than that.
+// busyMaster is a healthy master that takes *service to answer every batch
+// (a test may change it between calls).
 type busyMaster struct {
 	transport.Transport
-	service time.Duration
+	service *atomic.Int64 // a time.Duration
+}
+
+func busy(t transport.Transport, service *atomic.Int64) *busyMaster {
+	return &busyMaster{Transport: t, service: service}
 }
 
 func (s *busyMaster) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
 	select {
-	case <-time.After(s.service):
+	case <-time.After(time.Duration(s.service.Load())):
 	case <-ctx.Done():
 		return transport.Fail(res, ctx.Err())
 	}
@@ -46,8 +50,10 @@ func TestOverloadIsLatency(t *testing.T) {
 			timeout = 100 * time.Millisecond
 		)
 		_, ts := memoryMasters(5)
+		var d atomic.Int64
+		d.Store(int64(service))
 		for i := range ts {
-			ts[i] = &busyMaster{Transport: ts[i], service: service}
+			ts[i] = busy(ts[i], &d)
 		}
 		e, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine(),
 			api.WithMasterTimeout(timeout), api.WithBatching(1, 1), api.WithCoordinators(1))

@@ -9,23 +9,7 @@ import (
 
 	"github.com/quorumlock/redlock/api"
 	"github.com/quorumlock/redlock/engine"
-	"github.com/quorumlock/redlock/transport"
 )
-
-// slowMaster answers every batch after the delay its test sets.
-type slowMaster struct {
-	transport.Transport
-	delay *atomic.Int64
-}
-
-func (s *slowMaster) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
-	select {
-	case <-time.After(time.Duration(s.delay.Load())):
-	case <-ctx.Done():
-		return transport.Fail(res, ctx.Err())
-	}
-	return s.Transport.Do(ctx, ops, res)
-}
 
 // A grant's deadline is where its keys could first expire: every granting
 // master applied the SET at or after the batch went out, so its key lives
@@ -45,7 +29,7 @@ func TestGrantUntilCountsFromSend(t *testing.T) {
 		var delay atomic.Int64
 		delay.Store(int64(service))
 		for i := range ts {
-			ts[i] = &slowMaster{Transport: ts[i], delay: &delay}
+			ts[i] = busy(ts[i], &delay)
 		}
 		e, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine(),
 			api.WithMasterTimeout(800*time.Millisecond))
