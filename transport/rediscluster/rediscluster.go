@@ -1007,6 +1007,28 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 		}
 		keyDest := map[string]dest{}
 		byDest := map[dest]*part{}
+		// place puts op i in the next round's part for d, unless one of
+		// its keys already goes elsewhere (slice order per key would break):
+		// then it is not resent.
+		place := func(i int, d dest) bool {
+			for _, k := range opKeys(&ops[i]) {
+				if prev, ok := keyDest[k]; ok && prev != d {
+					results[i].Err = fmt.Errorf("%s: %w (%w)", t.name, errNotResent, results[i].Err)
+					return false
+				}
+			}
+			for _, k := range opKeys(&ops[i]) {
+				keyDest[k] = d
+			}
+			np := byDest[d]
+			if np == nil {
+				np = &part{addr: d.addr, asking: d.ask, again: d.again}
+				byDest[d] = np
+				next = append(next, np)
+			}
+			np.idx = append(np.idx, i)
+			return true
+		}
 		for j, i := range p.idx {
 			if !resend[j] {
 				continue
@@ -1014,27 +1036,7 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 			if tryAgainOf(results[i].Err) {
 				// Back to the same node, as it was asked (the target of
 				// an ASK is asked with ASKING again).
-				d := dest{p.addr, p.asking, true}
-				conflict := false
-				for _, k := range opKeys(&ops[i]) {
-					if prev, ok := keyDest[k]; ok && prev != d {
-						conflict = true
-					}
-				}
-				if conflict {
-					results[i].Err = fmt.Errorf("%s: %w (%w)", t.name, errNotResent, results[i].Err)
-					continue
-				}
-				for _, k := range opKeys(&ops[i]) {
-					keyDest[k] = d
-				}
-				np := byDest[d]
-				if np == nil {
-					np = &part{addr: d.addr, asking: d.ask, again: true}
-					byDest[d] = np
-					next = append(next, np)
-				}
-				np.idx = append(np.idx, i)
+				place(i, dest{p.addr, p.asking, true})
 				continue
 			}
 			redirected = true
@@ -1062,26 +1064,9 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 					continue
 				}
 			}
-			conflict := false
-			for _, k := range opKeys(&ops[i]) {
-				if prev, ok := keyDest[k]; ok && prev != d {
-					conflict = true
-				}
-			}
-			if conflict {
-				results[i].Err = fmt.Errorf("%s: %w (%w)", t.name, errNotResent, results[i].Err)
+			if !place(i, d) {
 				continue
 			}
-			for _, k := range opKeys(&ops[i]) {
-				keyDest[k] = d
-			}
-			np := byDest[d]
-			if np == nil {
-				np = &part{addr: d.addr, asking: d.ask}
-				byDest[d] = np
-				next = append(next, np)
-			}
-			np.idx = append(np.idx, i)
 			// Before the resend: the op leaves p's shard for another.
 			t.handoff(p.addr)
 			if d.ask {
