@@ -98,6 +98,9 @@ var errUnsolicited = errors.New("reply without a request")
 func (p *pipe) read() {
 	defer close(p.exited)
 	for {
+		if testReaderHook != nil {
+			testReaderHook(p)
+		}
 		// Wait for a reply before looking for its batch: the batch joined
 		// the queue before its bytes went out, so it is there by now.
 		if _, err := p.br.Peek(1); err != nil {
