@@ -177,10 +177,33 @@ func (p *pipe) send(ctx context.Context, buf []byte, u resp.Unmarshaler, done ch
 		case err := <-done:
 			return err
 		default:
-			return ctx.Err()
 		}
+		// So does one that waits in the socket, unread: on a CPU-starved
+		// client the reader may not have run yet (Go polls the network when
+		// a P is idle or from sysmon, while timers fire on every round), and
+		// failing the batch would report a healthy master as unreachable.
+		// Counting it is safe: a grant's validity counts from the send, so
+		// a late reply only shortens the lock. The wait is bounded, and only
+		// taken when the master has answered something.
+		if p.replyWaiting() {
+			if testLateHook != nil {
+				testLateHook()
+			}
+			t := time.NewTimer(lateReplyWait)
+			defer t.Stop()
+			select {
+			case err := <-done:
+				return err
+			case <-t.C:
+			}
+		}
+		return ctx.Err()
 	}
 }
+
+// lateReplyWait bounds how long a batch whose context ended waits for a
+// reader that has its reply in the socket (see send).
+const lateReplyWait = 500 * time.Millisecond
 
 func (p *pipe) write(ctx context.Context, buf []byte, u resp.Unmarshaler, done chan error) error {
 	p.wmu.Lock()
