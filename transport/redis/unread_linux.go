@@ -5,19 +5,26 @@ import (
 	"unsafe"
 )
 
-// replyWaiting reports whether bytes from the master wait in the socket,
-// unread (FIONREAD): the reader is behind, not the master silent.
-func (p *pipe) replyWaiting() bool {
+// rawConn is the file descriptor under p's connection, if it has one (not
+// through TLS: what waits there is not visible below the record layer).
+func (p *pipe) rawConn() (syscall.RawConn, bool) {
 	nc := p.nc
 	if h, ok := nc.(*hookConn); ok {
 		nc = h.Conn
 	}
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
-		return false // TLS: what waits is not visible below the record layer
+		return nil, false
 	}
 	rc, err := sc.SyscallConn()
-	if err != nil {
+	return rc, err == nil
+}
+
+// replyWaiting reports whether bytes from the master wait in the socket,
+// unread (FIONREAD): the reader is behind, not the master silent.
+func (p *pipe) replyWaiting() bool {
+	rc, ok := p.rawConn()
+	if !ok {
 		return false
 	}
 	var n int32
