@@ -530,10 +530,7 @@ type lock struct {
 	mu       sync.Mutex // serialises Extend and Unlock of one handle
 	extended int        // written under mu and sig, so either guards a read
 	released bool
-	// autoOut: the extension out is an auto-extension, whose failure for
-	// too few answers in time the timer retries (retryExtension); under mu.
-	autoOut bool
-	retries int // auto-extensions retried since the last that got through; under sig
+	retries  int // auto-extensions retried since the last that got through; under sig
 
 	// sig guards the lifetime state. It is never held across I/O, so the
 	// lost-lock signal fires on time even while an extension is out.
@@ -699,9 +696,7 @@ func (l *lock) tick() {
 	// Extend never outlives the validity: past it the lock may be someone
 	// else's, and extending would be a lie.
 	ctx, cancel := context.WithDeadline(context.Background(), until)
-	l.autoOut = true
 	err := l.extendObserved(ctx, true)
-	l.autoOut = false
 	cancel()
 	l.mu.Unlock()
 	if err != nil {
@@ -798,8 +793,9 @@ func (l *lock) Extend(ctx context.Context) error {
 	return err
 }
 
-// extend is Extend with mu held.
-func (l *lock) extend(ctx context.Context) error {
+// extend is Extend with mu held; auto says it is an auto-extension, whose
+// failure for too few answers in time the timer retries (retryExtension).
+func (l *lock) extend(ctx context.Context, auto bool) error {
 	notHeld := func(why string) error {
 		return &api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Detail: why}
 	}
@@ -834,7 +830,7 @@ func (l *lock) extend(ctx context.Context) error {
 		// An auto-extension that only lacked answers in time is retried by
 		// the timer instead (retryExtension), since the lock is still
 		// valid until Until.
-		if errors.Is(err, api.ErrNotHeld) || errors.Is(err, api.ErrQuorumUnreachable) && !l.autoOut {
+		if errors.Is(err, api.ErrNotHeld) || errors.Is(err, api.ErrQuorumUnreachable) && !auto {
 			l.lose(&api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Last: err, Detail: "an extension failed"})
 		}
 		return err

@@ -213,7 +213,7 @@ func (l *lock) extendObserved(ctx context.Context, auto bool) error {
 			ctx = &spanCtx{ctx, span}
 		}
 	}
-	err := l.extend(ctx)
+	err := l.extend(ctx, auto)
 	if span == nil && !ob.m.On() {
 		return err
 	}
