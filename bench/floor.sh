@@ -7,7 +7,8 @@
 # tree's engine rows and the floor's. benchstat compares the engine rows; the floor's stand alone.
 #
 # Environment: OUT=dir (default bench/out/floor-<time>), BENCHTIME=1s, VARIANTS (regexp of
-# floor variants, default the cheapest of each kind; '.' for all of them).
+# floor variants, default the cheapest of each kind; '.' for all of them), LOCKERS (regexp,
+# default '1|256'), TRANSPORTS (regexp, default 'none|memory|redis').
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -15,6 +16,8 @@ ref=${1:-ba207ff}
 rounds=${2:-8}
 OUT=${OUT:-bench/out/floor-$(date +%Y%m%d-%H%M%S)}
 VARIANTS=${VARIANTS:-'worker|worker-inlinecoord|selfflush-inlinecoord|perop-inlinecoord'}
+LOCKERS=${LOCKERS:-'1|256'}
+TRANSPORTS=${TRANSPORTS:-'none|memory|redis'}
 BENCHSTAT=${BENCHSTAT:-golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da}
 export GOWORK=off
 mkdir -p "$OUT"
@@ -24,7 +27,7 @@ trap 'rm -rf "$src"' EXIT
 git archive "$ref" | tar -x -C "$src"
 (cd "$src" && go test -c -o "$OUT/old.test" ./bench)
 go test -c -o "$OUT/new.test" ./bench
-filter="^Benchmark(Memory|Redis)\$/uncontended/c=(1|256)\$|^BenchmarkFloor\$/(none|memory|redis)/($VARIANTS)\$/uncontended/c=(1|256)\$"
+filter="^Benchmark(Memory|Redis)\$/uncontended/c=($LOCKERS)\$|^BenchmarkFloor\$/($TRANSPORTS)/($VARIANTS)\$/uncontended/c=($LOCKERS)\$"
 {
 	echo "old: $ref ($(git rev-parse --short "$ref"))"
 	echo "new: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (dirty tree)')"
