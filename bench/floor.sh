@@ -37,5 +37,6 @@ filter="^Benchmark(Memory|Redis)\$/uncontended/c=($LOCKERS)\$|^BenchmarkFloor\$/
 rm -f "$OUT/old.txt" "$OUT/new.txt"
 BENCHTIME=${BENCHTIME:-1s} bench/interleave.sh "$OUT/old.test" "$OUT/new.test" "$rounds" "$OUT" "$filter"
 echo "end: $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/machine.txt"
-go run "$BENCHSTAT" -col .file "$OUT/old.txt" "$OUT/new.txt" | tee "$OUT/benchstat.txt"
+go run "$BENCHSTAT" "$OUT/old.txt" "$OUT/new.txt" | tee "$OUT/benchstat.txt"
+python3 bench/floor_ratios.py "$OUT" | tee "$OUT/ratios.txt"
 echo "outputs in $OUT"
