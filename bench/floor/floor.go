@@ -344,7 +344,7 @@ func (n *node) Receive(ctx actor.Context) {
 		switch n.mode {
 		case PerOp:
 			n.ops = append(n.ops[:0], m.op)
-			n.results = n.apply(n.ops, n.results)
+			n.results = n.apply(context.Background(), n.ops, n.results)
 			n.one = append(n.one[:0], m)
 			n.reply(ctx, n.one, n.results)
 		case SelfFlush:
@@ -365,7 +365,7 @@ func (n *node) Receive(ctx actor.Context) {
 		for _, r := range n.queue {
 			n.ops = append(n.ops, r.op)
 		}
-		n.results = n.apply(n.ops, n.results)
+		n.results = n.apply(context.Background(), n.ops, n.results)
 		n.reply(ctx, n.queue, n.results)
 		clear(n.queue)
 		n.queue = n.queue[:0]
@@ -408,14 +408,34 @@ func (n *node) send() {
 
 func (n *node) worker() {
 	defer n.wg.Done()
+	ctx := new(batchContext)
 	for b := range n.work {
-		b.res = n.apply(b.ops, b.res)
+		ctx.at = time.Now().Add(masterTimeout)
+		b.res = n.apply(ctx, b.ops, b.res)
 		n.root.Send(n.self, b)
 	}
 }
 
+// masterTimeout is the deadline a batch carries (the engine's default
+// master timeout).
+const masterTimeout = 100 * time.Millisecond
+
+// batchContext is the context of one batch, reused: a transport given a
+// context without a deadline makes one per batch (context.WithTimeout: a
+// timer and allocations), which the engine avoids with a reusable deadline
+// of its own (actors/deadline.go). This one is cheaper still: it carries
+// the deadline but no timer, so nothing wakes a batch whose master is
+// silent. A real engine needs that timer; the floor leaves it out, which
+// can only make the floor lower.
+type batchContext struct{ at time.Time }
+
+func (c *batchContext) Deadline() (time.Time, bool) { return c.at, true }
+func (c *batchContext) Done() <-chan struct{}       { return nil }
+func (c *batchContext) Err() error                  { return nil }
+func (c *batchContext) Value(any) any               { return nil }
+
 // apply answers ops: through the transport, or all granted without one.
-func (n *node) apply(ops []transport.Op, res []transport.Result) []transport.Result {
+func (n *node) apply(ctx context.Context, ops []transport.Op, res []transport.Result) []transport.Result {
 	if cap(res) < len(ops) {
 		res = make([]transport.Result, len(ops), 2*len(ops))
 	}
@@ -426,7 +446,7 @@ func (n *node) apply(ops []transport.Op, res []transport.Result) []transport.Res
 		}
 		return res
 	}
-	if err := n.t.Do(context.Background(), ops, res); err != nil {
+	if err := n.t.Do(ctx, ops, res); err != nil {
 		for i := range res {
 			if res[i].Err == nil {
 				res[i].Err = err
