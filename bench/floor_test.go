@@ -30,10 +30,11 @@ var floorLockers = []int{1, 256}
 // is the floor. bench/floor.sh runs it interleaved with the engine.
 func BenchmarkFloor(b *testing.B) {
 	async := []floor.Variant{
-		{Node: floor.Worker},                          // the engine's shape
-		{Node: floor.Worker, InlineCoordinator: true}, // coordinator on the sender's goroutine
-		{Node: floor.Worker, ProtoMailbox: true},      // protoactor's own mailbox
-		{Node: floor.Worker, GoroutineNode: true},     // node on a goroutine of its own
+		{Node: floor.Worker},                                         // the engine's shape
+		{Node: floor.Worker, InlineCoordinator: true},                // coordinator on the sender's goroutine
+		{Node: floor.Worker, ProtoMailbox: true},                     // protoactor's own mailbox
+		{Node: floor.Worker, InlineCoordinator: true, Request: true}, // Request instead of Send
+		{Node: floor.Worker, GoroutineNode: true},                    // node on a goroutine of its own
 		{Node: floor.Worker, Coordinators: 1},
 		{Node: floor.Worker, Coordinators: 4},
 	}

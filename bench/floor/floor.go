@@ -91,6 +91,9 @@ type Variant struct {
 	// GoroutineNode runs the node actors on the default dispatcher instead
 	// of the synchronized one (the engine's choice).
 	GoroutineNode bool
+	// Request fans out and replies with protoactor's Request (the message
+	// in an envelope naming the sender) instead of Send.
+	Request bool
 	// ProtoMailbox uses protoactor's own unbounded mailbox instead of
 	// the engine's kind (a mutex ring with the processing closure made
 	// once; protoactor's allocates a closure per wake-up).
@@ -108,6 +111,9 @@ func (v Variant) Name() string {
 	}
 	if v.ProtoMailbox {
 		s += "-protombox"
+	}
+	if v.Request {
+		s += "-request"
 	}
 	if v.Coordinators != 0 && v.Coordinators != 2 {
 		s += fmt.Sprintf("-coords=%d", v.Coordinators)
@@ -161,7 +167,7 @@ func New(ts []transport.Transport, v Variant) (*Skeleton, error) {
 	}
 	coords := make([]*actor.PID, v.Coordinators)
 	for i, t := range ts {
-		n := &node{index: i, t: t, mode: v.Node, coords: coords, wg: &s.wg, results: make([]transport.Result, 0, 64)}
+		n := &node{index: i, t: t, mode: v.Node, coords: coords, wg: &s.wg, request: v.Request, results: make([]transport.Result, 0, 64)}
 		disp := actor.NewSynchronizedDispatcher(300)
 		if v.GoroutineNode {
 			disp = actor.NewDefaultDispatcher(300)
@@ -175,7 +181,7 @@ func New(ts []transport.Transport, v Variant) (*Skeleton, error) {
 		s.nodes = append(s.nodes, pid)
 	}
 	for i := range coords {
-		c := &coordinator{nodes: s.nodes, pool: &s.pool}
+		c := &coordinator{nodes: s.nodes, pool: &s.pool, request: v.Request}
 		disp := actor.NewDefaultDispatcher(300)
 		if v.InlineCoordinator {
 			disp = actor.NewSynchronizedDispatcher(300)
@@ -278,8 +284,9 @@ type replies struct {
 var repliesPool = sync.Pool{New: func() any { return &replies{} }}
 
 type coordinator struct {
-	nodes []*actor.PID
-	pool  *sync.Pool
+	nodes   []*actor.PID
+	pool    *sync.Pool
+	request bool
 }
 
 func (c *coordinator) Receive(ctx actor.Context) {
@@ -303,17 +310,22 @@ func (c *coordinator) Receive(ctx actor.Context) {
 		repliesPool.Put(m)
 	case *request:
 		for _, pid := range c.nodes {
-			ctx.Send(pid, m)
+			if c.request {
+				ctx.Request(pid, m)
+			} else {
+				ctx.Send(pid, m)
+			}
 		}
 	}
 }
 
 type node struct {
-	index  int
-	t      transport.Transport
-	mode   NodeMode
-	coords []*actor.PID
-	wg     *sync.WaitGroup
+	index   int
+	t       transport.Transport
+	mode    NodeMode
+	coords  []*actor.PID
+	wg      *sync.WaitGroup
+	request bool
 
 	self     *actor.PID
 	root     *actor.RootContext
@@ -465,7 +477,7 @@ func (n *node) reply(ctx actor.Context, reqs []*request, res []transport.Result)
 			m.reqs = append(m.reqs, r)
 			m.ok = append(m.ok, res[i].OK && res[i].Err == nil)
 		}
-		ctx.Send(n.coords[0], m)
+		n.send1(ctx, n.coords[0], m)
 		return
 	}
 	var byShard [maxCoordinators]*replies
@@ -479,7 +491,15 @@ func (n *node) reply(ctx actor.Context, reqs []*request, res []transport.Result)
 	}
 	for s, m := range byShard {
 		if m != nil {
-			ctx.Send(n.coords[s], m)
+			n.send1(ctx, n.coords[s], m)
 		}
+	}
+}
+
+func (n *node) send1(ctx actor.Context, to *actor.PID, m *replies) {
+	if n.request {
+		ctx.Request(to, m)
+	} else {
+		ctx.Send(to, m)
 	}
 }

@@ -26,6 +26,7 @@ func TestVariantsRunWholeCycles(t *testing.T) {
 	for _, v := range []floor.Variant{
 		{Node: floor.Worker},
 		{Node: floor.Worker, InlineCoordinator: true},
+		{Node: floor.Worker, InlineCoordinator: true, Request: true},
 		{Node: floor.Worker, ProtoMailbox: true, GoroutineNode: true},
 		{Node: floor.SelfFlush},
 		{Node: floor.SelfFlush, InlineCoordinator: true, Coordinators: 1},
