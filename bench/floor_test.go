@@ -37,6 +37,8 @@ func BenchmarkFloor(b *testing.B) {
 		{Node: floor.Worker, GoroutineNode: true},                    // node on a goroutine of its own
 		{Node: floor.Worker, Coordinators: 1},
 		{Node: floor.Worker, Coordinators: 4},
+		{Node: floor.Worker, InlineCoordinator: true, Coordinators: 1},
+		{Node: floor.Worker, InlineCoordinator: true, Coordinators: 4},
 	}
 	// Only for masters that answer without waiting.
 	sync := []floor.Variant{
