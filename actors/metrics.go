@@ -37,7 +37,6 @@ type Metrics struct {
 	holdDur  metric.Float64Histogram
 	lost     metric.Int64Counter
 	ext      metric.Int64Counter
-	ops      metric.Int64Counter
 	batch    metric.Int64Histogram
 	batchDur metric.Float64Histogram
 
@@ -65,7 +64,12 @@ type nodeMetrics struct {
 
 	observe []metric.ObserveOption
 	record  []metric.RecordOption
-	ops     [numKinds][numResults][]metric.AddOption
+	// ops counts the ops returned, by kind and result, since the engine
+	// started: redlock.master.ops is observed from it, since an atomic add
+	// per (kind, result) in a batch costs a few instructions where an SDK
+	// Add cost about a thousand. opsAttrs are their attribute sets.
+	ops      [numKinds][numResults]atomic.Int64
+	opsAttrs [numKinds][numResults][]metric.ObserveOption
 }
 
 // Outcomes of an acquire (and of an extension, which uses a subset).
@@ -208,7 +212,7 @@ func NewMetrics(mp metric.MeterProvider, names []string) (*Metrics, error) {
 	m.ext, err = meter.Int64Counter("redlock.lock.extensions", metric.WithUnit("{extension}"),
 		metric.WithDescription("Extensions, by outcome and whether auto-extension made them"))
 	errs = append(errs, err)
-	m.ops, err = meter.Int64Counter("redlock.master.ops", metric.WithUnit("{op}"),
+	ops, err := meter.Int64ObservableCounter("redlock.master.ops", metric.WithUnit("{op}"),
 		metric.WithDescription("Operations a master answered, by kind and result"))
 	errs = append(errs, err)
 	m.batch, err = meter.Int64Histogram("redlock.master.batch.size", metric.WithUnit("{op}"),
@@ -266,7 +270,8 @@ func NewMetrics(mp metric.MeterProvider, names []string) (*Metrics, error) {
 		for k := range numKinds {
 			kind := transport.OpKind(k).String()
 			for r := range numResults {
-				nm.ops[k][r] = addSet(master, attribute.String("redlock.op", kind), attribute.String("redlock.result", resultNames[r]))
+				nm.opsAttrs[k][r] = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(
+					master, attribute.String("redlock.op", kind), attribute.String("redlock.result", resultNames[r])))}
 			}
 		}
 	}
@@ -288,9 +293,18 @@ func NewMetrics(mp metric.MeterProvider, names []string) (*Metrics, error) {
 			}
 			o.ObserveInt64(quarantined, in, nm.observe...)
 			o.ObserveFloat64(remaining, time.Duration(left).Seconds(), nm.observe...)
+			// A (kind, result) that never occurred has no series, as it
+			// had none when each batch added to an SDK counter.
+			for k := range nm.ops {
+				for r := range nm.ops[k] {
+					if n := nm.ops[k][r].Load(); n > 0 {
+						o.ObserveInt64(ops, n, nm.opsAttrs[k][r]...)
+					}
+				}
+			}
 		}
 		return nil
-	}, queued, inflight, reachable, quarantined, remaining, waiters, held)
+	}, queued, inflight, reachable, quarantined, remaining, waiters, held, ops)
 	if err != nil {
 		return nil, fmt.Errorf("redlock: registering the metric callback: %w", err)
 	}
@@ -479,43 +493,54 @@ func (m *Metrics) returned(i int, b *batch, queued int) {
 	nm.queued.Store(int64(queued))
 	m.batchDur.Record(context.Background(), time.Since(b.sent).Seconds(), nm.record...)
 	m.batch.Record(context.Background(), int64(len(b.ops)), nm.record...)
-	// Counted per batch, one Add per kind and result that occurs: an SDK
-	// Add hashes the attribute set, too dear to pay per op in a batch of
-	// hundreds. A batch holds few distinct (kind, result) pairs, mostly
-	// one: a short list of them costs less to clear and scan than a table
-	// of every pair.
+	// Counted per batch, one atomic add per kind and result that occurs
+	// (an add per op would be hundreds in a full batch). A batch holds few
+	// distinct (kind, result) pairs, mostly one or two: a short list of
+	// them, the last one used tried first, costs less to clear and scan
+	// than a table of every pair. This loop runs per op, so it is kept to
+	// a few instructions an op (no bounds checks, no interface compare
+	// unless the op failed).
 	var pairs [8]opCount
-	np := 0
+	np, last := 0, 0
 	answered := false
+	ops := b.ops[:len(b.res)]
 	for j := range b.res {
-		r := resultOK
+		res := &b.res[j]
+		r := uint8(resultOK)
 		switch {
-		case b.res[j].Err != nil && errors.Is(b.res[j].Err, api.ErrQuarantined):
-			r, answered = resultQuarantined, true
-		case b.res[j].Err != nil:
+		case res.Err != nil:
 			r = resultFailed
-		case b.res[j].OK:
+			if errors.Is(res.Err, api.ErrQuarantined) {
+				r, answered = resultQuarantined, true
+			}
+		case res.OK:
 			answered = true
 		default:
 			r, answered = resultRefused, true
 		}
-		k := uint8(int(b.ops[j].Kind) % numKinds)
+		k := uint8(ops[j].Kind) % numKinds
+		if np > 0 && pairs[last].kind == k && pairs[last].result == r {
+			pairs[last].n++
+			continue
+		}
 		p := 0
-		for p < np && (pairs[p].kind != k || pairs[p].result != uint8(r)) {
+		for p < np && (pairs[p].kind != k || pairs[p].result != r) {
 			p++
 		}
 		switch {
 		case p < np:
 			pairs[p].n++
+			last = p
 		case np < len(pairs):
-			pairs[np] = opCount{kind: k, result: uint8(r), n: 1}
+			pairs[np] = opCount{kind: k, result: r, n: 1}
+			last = np
 			np++
 		default: // more pairs than the list holds: never seen, but counted
-			m.ops.Add(context.Background(), 1, nm.ops[k][r]...)
+			nm.ops[k][r].Add(1)
 		}
 	}
 	for _, p := range pairs[:np] {
-		m.ops.Add(context.Background(), int64(p.n), nm.ops[p.kind][p.result]...)
+		nm.ops[p.kind][p.result].Add(int64(p.n))
 	}
 	if answered {
 		nm.reachable.Store(1)

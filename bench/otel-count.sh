@@ -23,13 +23,17 @@ irs() { # bin variant n -> total Ir of the process
     --callgrind-out-file=/dev/null "$(realpath "$1")" -test.run '^$' -test.bench "$(printf "${BENCH:-OTelAllocs/%s\$}" "$2")" \
     -test.benchtime "${3}x" >"$f" 2>&1 || { cat "$f" >&2; rm -f "$f"; return 1; }
   grep -q '^PASS' "$f" || { cat "$f" >&2; rm -f "$f"; return 1; }
+  # The benchmark's own line (ops/batch, batches/cycle with the metrics SDK; writes/cycle on Redis)
+  # says what batch sizes the count was taken at.
+  grep '^Benchmark' "$f" | sed 's/[[:space:]]\+/ /g' >>"$out/bench-lines.txt"
   sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$f"; rm -f "$f"
 }
 for r in $(seq 1 "$RUNS"); do
   for spec in "$@"; do
     bin=${spec%%:*} v=${spec##*:}
     a=$(irs "$bin" "$v" "$N1"); b=$(irs "$bin" "$v" "$N2")
-    echo "run=$r n1=$N1 ir1=$a n2=$N2 ir2=$b ir_per_cycle=$(( (b - a) / (N2 - N1) ))" >>"$out/$(basename "$bin" .test)-$v.txt"
+    ob=$(tail -1 "$out/bench-lines.txt" | sed -n 's#.* \([0-9.]*\) ops/batch.*#\1#p')
+    echo "run=$r n1=$N1 ir1=$a n2=$N2 ir2=$b ir_per_cycle=$(( (b - a) / (N2 - N1) ))${ob:+ ops_per_batch=$ob}" >>"$out/$(basename "$bin" .test)-$v.txt"
   done
 done
 for spec in "$@"; do

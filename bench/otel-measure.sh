@@ -52,17 +52,15 @@ func BenchmarkOTel(b *testing.B) {
 	nodes := benchtest.RedisNodes(b)
 	b.Run("none", func(b *testing.B) {
 		opts := []api.Option{api.WithoutRestartQuarantine()}
-		var lockOpts []api.LockOption
 		if os.Getenv("REDLOCK_BENCH_SLOW") != "" {
-			opts = append(opts, api.WithMasterTimeout(time.Minute))
-			lockOpts = append(lockOpts, api.WithTTL(10*time.Minute))
+			opts = append(opts, api.WithMasterTimeout(time.Minute), api.WithTTL(10*time.Minute))
 		}
 		e, err := engine.New(nodes, opts...)
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer e.Close()
-		client := bench.Engine(e, lockOpts...)
+		client := bench.Engine(e)
 		prefix := bench.RunPrefix("otel-none")
 		if err := bench.WaitReady(context.Background(), client, prefix, 10*time.Second, nil); err != nil {
 			b.Fatal(err)
