@@ -8,10 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mediocregopher/radix/v4/resp"
 	"github.com/mediocregopher/radix/v4/resp/resp3"
 
+	"github.com/quorumlock/redlock/internal/iotrace"
 	"github.com/quorumlock/redlock/transport"
 )
 
@@ -57,6 +59,10 @@ func (t *Transport) do(ctx context.Context, ops []transport.Op, results []transp
 		return failValid(results, down)
 	}
 	if err := ctx.Err(); err != nil {
+		if iotrace.On() {
+			dl, _ := ctx.Deadline()
+			iotrace.Report(&iotrace.Late{Stage: iotrace.BeforeWrite, Deadline: dl, Failed: time.Now()})
+		}
 		return failValid(results, fmt.Errorf("redis %s: not sent: %w", t.name, err))
 	}
 	ctx, cancel := t.withDeadline(ctx)

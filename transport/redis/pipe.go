@@ -8,10 +8,13 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mediocregopher/radix/v4/resp"
 	"github.com/mediocregopher/radix/v4/resp/resp3"
+
+	"github.com/quorumlock/redlock/internal/iotrace"
 )
 
 // pipe is one connection to a master whose I/O the transport owns: a caller
@@ -56,13 +59,18 @@ type pipe struct {
 	exited chan struct{}
 
 	broken func(error) // told once when the connection fails
+
+	// buffered is how many bytes the reader has taken from the socket and
+	// not yet decoded, kept only while an iotrace hook is set.
+	buffered atomic.Int64
 }
 
 // pending is a batch awaiting its replies: u reads all of them, done gets
 // the outcome (nil, a resp.ErrConnUsable, or the connection's error).
 type pending struct {
-	u    resp.Unmarshaler
-	done chan<- error
+	u     resp.Unmarshaler
+	done  chan<- error
+	trace *iotrace.Late // only while an iotrace hook is set
 }
 
 // readBufSize is the reader's buffer: a batch's replies (512 ops of a few
@@ -115,7 +123,14 @@ func (p *pipe) read() {
 		}
 		e := p.ring[p.head]
 		p.qmu.Unlock()
+		if e.trace != nil {
+			p.buffered.Store(int64(p.br.Buffered()))
+		}
 		err := e.u.UnmarshalRESP(p.br, p.opts)
+		if e.trace != nil {
+			e.trace.Read.Store(time.Now().UnixNano())
+			p.buffered.Store(int64(p.br.Buffered()))
+		}
 		if err != nil && !errors.As(err, new(resp.ErrConnUsable)) {
 			p.fail(err) // e is still queued: it gets the error too
 			return
@@ -165,8 +180,16 @@ func (p *pipe) push(e pending) {
 // done must have room for one value, and after an error u and done may
 // still be used by the reader: the caller must not reuse them.
 func (p *pipe) send(ctx context.Context, buf []byte, u resp.Unmarshaler, done chan error) error {
-	if err := p.write(ctx, buf, u, done); err != nil {
+	var tr *iotrace.Late
+	if iotrace.On() {
+		tr = new(iotrace.Late)
+		tr.Deadline, _ = ctx.Deadline()
+	}
+	if err := p.write(ctx, buf, u, done, tr); err != nil {
 		return err
+	}
+	if tr != nil {
+		tr.Written = time.Now()
 	}
 	select {
 	case err := <-done:
@@ -185,7 +208,17 @@ func (p *pipe) send(ctx context.Context, buf []byte, u resp.Unmarshaler, done ch
 		// Counting it is safe: a grant's validity counts from the send, so
 		// a late reply only shortens the lock. The wait is bounded, and only
 		// taken when the master has answered something.
-		if p.replyWaiting() {
+		waiting := p.replyWaiting()
+		if tr != nil {
+			tr.Stage, tr.InSocket, tr.InBuffer = iotrace.AwaitingReply, waiting, int(p.buffered.Load())
+			defer func() {
+				if tr != nil { // nil: the late wait got the reply
+					tr.Failed = time.Now()
+					iotrace.Report(tr)
+				}
+			}()
+		}
+		if waiting {
 			if testLateHook != nil {
 				testLateHook()
 			}
@@ -193,6 +226,7 @@ func (p *pipe) send(ctx context.Context, buf []byte, u resp.Unmarshaler, done ch
 			defer t.Stop()
 			select {
 			case err := <-done:
+				tr = nil
 				return err
 			case <-t.C:
 			}
@@ -205,7 +239,7 @@ func (p *pipe) send(ctx context.Context, buf []byte, u resp.Unmarshaler, done ch
 // reader that has its reply in the socket (see send).
 const lateReplyWait = 500 * time.Millisecond
 
-func (p *pipe) write(ctx context.Context, buf []byte, u resp.Unmarshaler, done chan error) error {
+func (p *pipe) write(ctx context.Context, buf []byte, u resp.Unmarshaler, done chan error, tr *iotrace.Late) error {
 	p.wmu.Lock()
 	unlock := true
 	defer func() {
@@ -216,6 +250,10 @@ func (p *pipe) write(ctx context.Context, buf []byte, u resp.Unmarshaler, done c
 	// The caller may have waited for the lock: a batch whose caller gave up
 	// is never written.
 	if err := ctx.Err(); err != nil {
+		if tr != nil {
+			tr.Stage, tr.Failed = iotrace.WaitingToWrite, time.Now()
+			iotrace.Report(tr)
+		}
 		return err
 	}
 	p.qmu.Lock()
@@ -223,7 +261,7 @@ func (p *pipe) write(ctx context.Context, buf []byte, u resp.Unmarshaler, done c
 		p.qmu.Unlock()
 		return err
 	}
-	p.push(pending{u: u, done: done})
+	p.push(pending{u: u, done: done, trace: tr})
 	p.qmu.Unlock()
 	if p.flushEvery > 0 {
 		// Order holds: wbuf goes out in the order batches joined it, and
@@ -243,6 +281,10 @@ func (p *pipe) write(ctx context.Context, buf []byte, u resp.Unmarshaler, done c
 		return err
 	}
 	n, err := p.nc.Write(buf)
+	if tr != nil && err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		tr.Stage, tr.Failed = iotrace.Write, time.Now()
+		iotrace.Report(tr)
+	}
 	switch {
 	case err == nil:
 		return nil
