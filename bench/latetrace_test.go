@@ -54,10 +54,10 @@ func (lt *lateTrace) summary() string {
 		if l.InSocket {
 			inSocket++
 		}
-		if l.InBuffer > 0 {
+		if l.InBuffer {
 			inBuffer++
 		}
-		if l.InSocket || l.InBuffer > 0 {
+		if l.InSocket || l.InBuffer {
 			arrivedBefore++
 		}
 		if r := l.Read.Load(); r != 0 {

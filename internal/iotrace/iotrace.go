@@ -52,7 +52,7 @@ type Late struct {
 	// when the context ended; InBuffer: bytes already read from the socket
 	// into the reader's buffer but not yet decoded then.
 	InSocket bool
-	InBuffer int
+	InBuffer bool
 	// Read is set (Unix nanoseconds) by the connection's reader when it
 	// later read this batch's reply; 0 if it never did.
 	Read atomic.Int64

@@ -68,7 +68,7 @@ func TestReplyInSocketCounts(t *testing.T) {
 // stall holds the reader until its next reply waits in the socket, says so,
 // and waits for release. The reader's own goroutine waits for the socket to
 // become readable (RawConn.Read calls back on each readiness event) without
-// reading, so the bytes stay in the kernel, where replyWaiting sees them.
+// reading, so the bytes stay in the kernel, where FIONREAD sees them.
 func stall(t *testing.T, p *pipe, arrived, release chan struct{}) {
 	rc, ok := p.rawConn()
 	if !ok {
@@ -76,7 +76,7 @@ func stall(t *testing.T, p *pipe, arrived, release chan struct{}) {
 		close(arrived)
 		return
 	}
-	if err := rc.Read(func(uintptr) bool { return p.replyWaiting() }); err != nil {
+	if err := rc.Read(func(uintptr) bool { return p.unread() > 0 }); err != nil {
 		t.Errorf("waiting for the reply: %v", err)
 	}
 	close(arrived)

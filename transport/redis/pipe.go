@@ -60,9 +60,22 @@ type pipe struct {
 
 	broken func(error) // told once when the connection fails
 
-	// buffered is how many bytes the reader has taken from the socket and
-	// not yet decoded, kept only while an iotrace hook is set.
-	buffered atomic.Int64
+	// held: the reader has taken bytes from the socket that it has not
+	// decoded yet (see send). Set after each read(2) that got bytes,
+	// settled after each batch's replies are decoded.
+	held atomic.Bool
+}
+
+// heldReader is the reader's source: the connection, noting in held that
+// bytes left the socket for the reader's buffer.
+type heldReader struct{ p *pipe }
+
+func (r heldReader) Read(b []byte) (int, error) {
+	n, err := r.p.nc.Read(b)
+	if n > 0 {
+		r.p.held.Store(true)
+	}
+	return n, err
 }
 
 // pending is a batch awaiting its replies: u reads all of them, done gets
@@ -81,12 +94,13 @@ func newPipe(nc net.Conn, flushEvery time.Duration, broken func(error)) *pipe {
 	p := &pipe{
 		nc:         nc,
 		flushEvery: flushEvery,
-		br:         bufio.NewReaderSize(nc, readBufSize),
+		br:         nil, // below: its source needs p
 		opts:       resp.NewOpts(),
 		ring:       make([]pending, 8),
 		exited:     make(chan struct{}),
 		broken:     broken,
 	}
+	p.br = bufio.NewReaderSize(heldReader{p}, readBufSize)
 	go p.read()
 	return p
 }
@@ -123,13 +137,12 @@ func (p *pipe) read() {
 		}
 		e := p.ring[p.head]
 		p.qmu.Unlock()
-		if e.trace != nil {
-			p.buffered.Store(int64(p.br.Buffered()))
-		}
 		err := e.u.UnmarshalRESP(p.br, p.opts)
+		// Before the hand-off, so that a batch woken by it never sees
+		// the bytes just decoded as still held.
+		p.held.Store(p.br.Buffered() > 0)
 		if e.trace != nil {
 			e.trace.Read.Store(time.Now().UnixNano())
-			p.buffered.Store(int64(p.br.Buffered()))
 		}
 		if err != nil && !errors.As(err, new(resp.ErrConnUsable)) {
 			p.fail(err) // e is still queued: it gets the error too
@@ -201,16 +214,18 @@ func (p *pipe) send(ctx context.Context, buf []byte, u resp.Unmarshaler, done ch
 			return err
 		default:
 		}
-		// So does one that waits in the socket, unread: on a CPU-starved
-		// client the reader may not have run yet (Go polls the network when
-		// a P is idle or from sysmon, while timers fire on every round), and
-		// failing the batch would report a healthy master as unreachable.
-		// Counting it is safe: a grant's validity counts from the send, so
-		// a late reply only shortens the lock. The wait is bounded, and only
-		// taken when the master has answered something.
+		// So does one that waits in the socket, unread, or in the reader's
+		// buffer, read but not decoded: on a CPU-starved client the reader
+		// may not have run yet (Go polls the network when a P is idle or
+		// from sysmon, while timers fire on every round), or may have been
+		// preempted between two batches' replies, and failing the batch
+		// would report a healthy master as unreachable. Counting it is
+		// safe: a grant's validity counts from the send, so a late reply
+		// only shortens the lock. The wait is bounded, and only taken when
+		// the master has answered something.
 		waiting := p.replyWaiting()
 		if tr != nil {
-			tr.Stage, tr.InSocket, tr.InBuffer = iotrace.AwaitingReply, waiting, int(p.buffered.Load())
+			tr.Stage, tr.InSocket, tr.InBuffer = iotrace.AwaitingReply, p.unread() > 0, p.held.Load()
 			defer func() {
 				if tr != nil { // nil: the late wait got the reply
 					tr.Failed = time.Now()
@@ -233,6 +248,14 @@ func (p *pipe) send(ctx context.Context, buf []byte, u resp.Unmarshaler, done ch
 		}
 		return ctx.Err()
 	}
+}
+
+// replyWaiting reports whether the master has answered something this
+// process has not decoded yet: bytes held in the reader's buffer, or
+// waiting in the socket (FIONREAD, Linux, not through TLS). Either way the
+// reader is behind, not the master silent.
+func (p *pipe) replyWaiting() bool {
+	return p.held.Load() || p.unread() > 0
 }
 
 // lateReplyWait bounds how long a batch whose context ended waits for a

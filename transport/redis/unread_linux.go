@@ -20,14 +20,8 @@ func (p *pipe) rawConn() (syscall.RawConn, bool) {
 	return rc, err == nil
 }
 
-// replyWaiting reports whether bytes from the master wait in the socket,
-// unread (FIONREAD): the reader is behind, not the master silent.
-func (p *pipe) replyWaiting() bool {
-	return p.unread() > 0
-}
-
-// unread is how many bytes wait in the socket, unread (0 when it cannot
-// tell).
+// unread is how many bytes from the master wait in the socket, unread
+// (FIONREAD; 0 when it cannot tell).
 func (p *pipe) unread() int {
 	rc, ok := p.rawConn()
 	if !ok {
