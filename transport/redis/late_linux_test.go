@@ -27,21 +27,27 @@ func TestReplyInSocketCounts(t *testing.T) {
 		waiting = make(chan struct{}, 1)
 	)
 	var once sync.Once
-	testReaderHook = func(p *pipe) {
+	// The reader waits for every reply in the hook, before read(2), so
+	// the first bytes after hold are the late batch's (nothing else is
+	// sent), and the reader is held where the bytes stay in the kernel.
+	testReadHook = func(p *pipe) {
+		awaitBytes(t, p, 0)
 		select {
 		case <-hold:
 		default:
 			return
 		}
-		once.Do(func() { stall(t, p, arrived, release) })
+		once.Do(func() {
+			close(arrived)
+			<-release
+		})
 	}
 	testLateHook = func() { waiting <- struct{}{} }
-	t.Cleanup(func() { testReaderHook, testLateHook = nil, nil })
+	t.Cleanup(func() { testReadHook, testLateHook = nil, nil })
 
 	tr := dial(t, Config{Addr: s.Addr})
 	mustDo(t, tr, []transport.Op{acq("warm", "v", time.Minute)}, true)
-	close(hold)                                           // the reader stops at its next wait
-	mustDo(t, tr, []transport.Op{rel("warm", "v")}, true) // ... which comes after this reply
+	close(hold)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	res := make([]transport.Result, 1)
@@ -65,22 +71,22 @@ func TestReplyInSocketCounts(t *testing.T) {
 	}
 }
 
-// stall holds the reader until its next reply waits in the socket, says so,
-// and waits for release. The reader's own goroutine waits for the socket to
-// become readable (RawConn.Read calls back on each readiness event) without
-// reading, so the bytes stay in the kernel, where FIONREAD sees them.
-func stall(t *testing.T, p *pipe, arrived, release chan struct{}) {
+// awaitBytes waits, on the reader's goroutine, until more than n bytes wait
+// in the socket, and returns how many do. RawConn.Read calls back on each
+// readiness event without reading, so the bytes stay in the kernel, where
+// FIONREAD sees them.
+func awaitBytes(t *testing.T, p *pipe, n int) int {
 	rc, ok := p.rawConn()
 	if !ok {
 		t.Errorf("%T has no file descriptor", p.nc)
-		close(arrived)
-		return
+		return 0
 	}
-	if err := rc.Read(func(uintptr) bool { return p.unread() > 0 }); err != nil {
-		t.Errorf("waiting for the reply: %v", err)
+	var got int
+	if err := rc.Read(func(uintptr) bool { got = p.unread(); return got > n }); err != nil {
+		// The connection closed (the test is ending): let the reader see it.
+		return 0
 	}
-	close(arrived)
-	<-release
+	return got
 }
 
 // The same when the reply has left the socket but not the reader's buffer:
@@ -101,34 +107,32 @@ func TestReplyInReaderBufferCounts(t *testing.T) {
 		release = make(chan struct{})
 		waiting = make(chan struct{}, 1)
 	)
-	calls := 0
-	testReaderHook = func(p *pipe) {
+	// Before each read(2) the reader waits for the socket to become
+	// readable; after hold, it lets A's reply and B's gather there so that
+	// one read takes both.
+	reads := 0
+	testReadHook = func(p *pipe) {
+		a := awaitBytes(t, p, 0)
 		select {
 		case <-hold:
 		default:
 			return
 		}
-		calls++
-		switch calls {
-		case 1: // before the read that takes both replies
-			rc, ok := p.rawConn()
-			if !ok {
-				t.Errorf("%T has no file descriptor", p.nc)
-				close(aIn)
-				close(bothIn)
-				return
-			}
-			var a int
-			if err := rc.Read(func(uintptr) bool { a = p.unread(); return a > 0 }); err != nil {
-				t.Errorf("waiting for A's reply: %v", err)
-			}
+		if reads++; reads == 1 {
 			close(aIn)
 			<-bGo
-			if err := rc.Read(func(uintptr) bool { return p.unread() > a }); err != nil {
-				t.Errorf("waiting for B's reply: %v", err)
-			}
+			awaitBytes(t, p, a)
 			close(bothIn)
-		case 2: // A delivered, B's reply read into the buffer, not decoded
+		}
+	}
+	var once sync.Once
+	testReaderHook = func(p *pipe) {
+		select {
+		case <-bothIn: // A delivered, B's reply read into the buffer, not decoded
+		default:
+			return
+		}
+		once.Do(func() {
 			if n := p.unread(); n != 0 {
 				t.Errorf("%d bytes still in the socket; want both replies read at once", n)
 			}
@@ -137,15 +141,14 @@ func TestReplyInReaderBufferCounts(t *testing.T) {
 			}
 			close(held)
 			<-release
-		}
+		})
 	}
 	testLateHook = func() { waiting <- struct{}{} }
-	t.Cleanup(func() { testReaderHook, testLateHook = nil, nil })
+	t.Cleanup(func() { testReadHook, testReaderHook, testLateHook = nil, nil, nil })
 
 	tr := dial(t, Config{Addr: s.Addr})
 	mustDo(t, tr, []transport.Op{acq("warm", "v", time.Minute)}, true)
-	close(hold)                                           // the reader stops at its next wait
-	mustDo(t, tr, []transport.Op{rel("warm", "v")}, true) // ... which comes after this reply
+	close(hold)
 
 	aDone := make(chan error, 1)
 	aRes := make([]transport.Result, 1)

@@ -71,6 +71,9 @@ type pipe struct {
 type heldReader struct{ p *pipe }
 
 func (r heldReader) Read(b []byte) (int, error) {
+	if testReadHook != nil {
+		testReadHook(r.p)
+	}
 	n, err := r.p.nc.Read(b)
 	if n > 0 {
 		r.p.held.Store(true)
