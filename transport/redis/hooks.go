@@ -14,4 +14,7 @@ var (
 	// testLateHook runs when a batch whose context ended finds its reply
 	// waiting in the socket, unread, and waits for the reader.
 	testLateHook func()
+	// testLateTick runs each time such a batch, still waiting, checks
+	// whether the reader has caught up.
+	testLateTick func()
 )

@@ -182,3 +182,81 @@ func TestReplyInReaderBufferCounts(t *testing.T) {
 		t.Fatalf("batch with its reply in the reader's buffer: %v (op: %+v), want the grant", err, bRes[0])
 	}
 }
+
+// A reply that reached the client before the deadline counts however long
+// the reader then takes: on a starved client the whole process can stall
+// for longer than any fixed grace (in a loaded TestOverloadOnRealMasters,
+// three replies waiting in their sockets at the deadline were read 1.3 s
+// later, after the 500 ms wait had failed them, and their TryLock failed as
+// ErrQuorumUnreachable). Here the reader is held past the late wait (made
+// 1ms); the batch must keep waiting while what had arrived by its deadline
+// is undecoded, and get its grant once the reader runs.
+func TestReplyReadLateStillCounts(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	var (
+		hold    = make(chan struct{})
+		arrived = make(chan struct{})
+		release = make(chan struct{})
+		waiting = make(chan struct{}, 1)
+		ticks   = make(chan struct{}, 16)
+	)
+	var once sync.Once
+	testReadHook = func(p *pipe) {
+		awaitBytes(t, p, 0)
+		select {
+		case <-hold:
+		default:
+			return
+		}
+		once.Do(func() {
+			close(arrived)
+			<-release
+		})
+	}
+	testLateHook = func() { waiting <- struct{}{} }
+	testLateTick = func() {
+		select {
+		case ticks <- struct{}{}:
+		default:
+		}
+	}
+	old := lateReplyWait
+	lateReplyWait = time.Millisecond
+	t.Cleanup(func() { testReadHook, testLateHook, testLateTick, lateReplyWait = nil, nil, nil, old })
+
+	tr := dial(t, Config{Addr: s.Addr})
+	mustDo(t, tr, []transport.Op{acq("warm", "v", time.Minute)}, true)
+	close(hold)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	res := make([]transport.Result, 1)
+	done := make(chan error, 1)
+	go func() { done <- tr.Do(ctx, []transport.Op{acq("late", "v", time.Minute)}, res) }()
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reply never reached the socket")
+	}
+	cancel()
+	fail := func(err error) {
+		close(release)
+		t.Fatalf("the batch gave up while its reply, arrived before its deadline, waited for the held reader: %v (op: %v); want the grant", err, res[0].Err)
+	}
+	select {
+	case <-waiting:
+	case err := <-done:
+		fail(err)
+	}
+	// Past the late wait, twice over: still waiting.
+	for range 2 {
+		select {
+		case <-ticks:
+		case err := <-done:
+			fail(err)
+		}
+	}
+	close(release)
+	if err := <-done; err != nil || !res[0].OK {
+		t.Fatalf("batch whose reply the reader read late: %v (op: %+v), want the grant", err, res[0])
+	}
+}

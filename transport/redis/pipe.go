@@ -262,8 +262,9 @@ func (p *pipe) replyWaiting() bool {
 }
 
 // lateReplyWait bounds how long a batch whose context ended waits for a
-// reader that has its reply in the socket (see send).
-const lateReplyWait = 500 * time.Millisecond
+// reader that has its reply in the socket (see send). A variable only so
+// that a test can hold the reader longer than it.
+var lateReplyWait = 500 * time.Millisecond
 
 func (p *pipe) write(ctx context.Context, buf []byte, u resp.Unmarshaler, done chan error, tr *iotrace.Late) error {
 	p.wmu.Lock()
