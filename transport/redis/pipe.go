@@ -60,14 +60,15 @@ type pipe struct {
 
 	broken func(error) // told once when the connection fails
 
-	// held: the reader has taken bytes from the socket that it has not
-	// decoded yet (see send). Set after each read(2) that got bytes,
-	// settled after each batch's replies are decoded.
-	held atomic.Bool
+	// got counts the bytes the reader has taken from the socket, used
+	// those it has decoded and handed out (stored after each batch's
+	// hand-off); got > used: the reader holds undecoded bytes (see send).
+	// Only the reader writes them.
+	got, used atomic.Int64
 }
 
-// heldReader is the reader's source: the connection, noting in held that
-// bytes left the socket for the reader's buffer.
+// heldReader is the reader's source: the connection, counting in got the
+// bytes that left the socket for the reader's buffer.
 type heldReader struct{ p *pipe }
 
 func (r heldReader) Read(b []byte) (int, error) {
@@ -76,7 +77,7 @@ func (r heldReader) Read(b []byte) (int, error) {
 	}
 	n, err := r.p.nc.Read(b)
 	if n > 0 {
-		r.p.held.Store(true)
+		r.p.got.Add(int64(n))
 	}
 	return n, err
 }
@@ -141,9 +142,6 @@ func (p *pipe) read() {
 		e := p.ring[p.head]
 		p.qmu.Unlock()
 		err := e.u.UnmarshalRESP(p.br, p.opts)
-		// Before the hand-off, so that a batch woken by it never sees
-		// the bytes just decoded as still held.
-		p.held.Store(p.br.Buffered() > 0)
 		if e.trace != nil {
 			e.trace.Read.Store(time.Now().UnixNano())
 		}
@@ -157,6 +155,9 @@ func (p *pipe) read() {
 		p.n--
 		p.qmu.Unlock()
 		e.done <- err
+		// After the hand-off: a batch that sees used pass its mark finds
+		// its reply on done, if it was among the bytes decoded.
+		p.used.Store(p.got.Load() - int64(p.br.Buffered()))
 	}
 }
 
@@ -217,18 +218,24 @@ func (p *pipe) send(ctx context.Context, buf []byte, u resp.Unmarshaler, done ch
 			return err
 		default:
 		}
-		// So does one that waits in the socket, unread, or in the reader's
-		// buffer, read but not decoded: on a CPU-starved client the reader
-		// may not have run yet (Go polls the network when a P is idle or
-		// from sysmon, while timers fire on every round), or may have been
-		// preempted between two batches' replies, and failing the batch
-		// would report a healthy master as unreachable. Counting it is
-		// safe: a grant's validity counts from the send, so a late reply
-		// only shortens the lock. The wait is bounded, and only taken when
-		// the master has answered something.
-		waiting := p.replyWaiting()
+		// So does one that had reached this host by then: waiting in the
+		// socket, unread, or in the reader's buffer, read but not decoded.
+		// On a CPU-starved client the reader may not have run yet (Go polls
+		// the network when a P is idle or from sysmon, while timers fire
+		// on every round), or may have been preempted between two batches'
+		// replies, or the whole process may stall for longer than any fixed
+		// grace; failing the batch would report a healthy master as
+		// unreachable. So the batch waits until the reader has decoded
+		// every byte that had arrived when ctx ended: if its reply was
+		// among them it counts, and otherwise the master was late and the
+		// batch fails. Counting it is safe: a grant's validity counts from
+		// the send, so a late reply only shortens the lock. A master that
+		// had sent nothing undecoded costs no wait at all; lateReplyCap
+		// bounds the wait for one whose reply stopped half way.
+		arrived := p.got.Load() + int64(p.unread())
+		used := p.used.Load()
 		if tr != nil {
-			tr.Stage, tr.InSocket, tr.InBuffer = iotrace.AwaitingReply, p.unread() > 0, p.held.Load()
+			tr.Stage, tr.InSocket, tr.InBuffer = iotrace.AwaitingReply, arrived > p.got.Load(), p.got.Load() > used
 			defer func() {
 				if tr != nil { // nil: the late wait got the reply
 					tr.Failed = time.Now()
@@ -236,35 +243,59 @@ func (p *pipe) send(ctx context.Context, buf []byte, u resp.Unmarshaler, done ch
 				}
 			}()
 		}
-		if waiting {
+		if arrived > used {
 			if testLateHook != nil {
 				testLateHook()
 			}
-			t := time.NewTimer(lateReplyWait)
-			defer t.Stop()
-			select {
-			case err := <-done:
+			if ok, err := p.awaitReader(done, arrived); ok {
 				tr = nil
 				return err
-			case <-t.C:
 			}
 		}
 		return ctx.Err()
 	}
 }
 
-// replyWaiting reports whether the master has answered something this
-// process has not decoded yet: bytes held in the reader's buffer, or
-// waiting in the socket (FIONREAD, Linux, not through TLS). Either way the
-// reader is behind, not the master silent.
-func (p *pipe) replyWaiting() bool {
-	return p.held.Load() || p.unread() > 0
+// awaitReader waits for done until the reader has handed out every byte up
+// to arrived (checking every lateReplyWait) or for lateReplyCap, and
+// reports done's value if it came.
+func (p *pipe) awaitReader(done chan error, arrived int64) (bool, error) {
+	tick := time.NewTicker(lateReplyWait)
+	defer tick.Stop()
+	limit := time.NewTimer(lateReplyCap)
+	defer limit.Stop()
+	for {
+		select {
+		case err := <-done:
+			return true, err
+		case <-limit.C:
+			return false, nil
+		case <-tick.C:
+			if testLateTick != nil {
+				testLateTick()
+			}
+			if p.used.Load() >= arrived {
+				// The reader stores used after its hand-off, so a reply
+				// among the bytes it covers is on done now.
+				select {
+				case err := <-done:
+					return true, err
+				default:
+					return false, nil
+				}
+			}
+		}
+	}
 }
 
-// lateReplyWait bounds how long a batch whose context ended waits for a
-// reader that has its reply in the socket (see send). A variable only so
-// that a test can hold the reader longer than it.
-var lateReplyWait = 500 * time.Millisecond
+// lateReplyWait is how often a batch whose context ended, waiting for a
+// reader that is behind (see send), checks whether the reader has caught
+// up; lateReplyCap bounds that wait. Variables only so that a test can hold
+// the reader longer than one check.
+var (
+	lateReplyWait = 10 * time.Millisecond
+	lateReplyCap  = 2 * time.Second
+)
 
 func (p *pipe) write(ctx context.Context, buf []byte, u resp.Unmarshaler, done chan error, tr *iotrace.Late) error {
 	p.wmu.Lock()

@@ -3,5 +3,5 @@
 package redis
 
 // unread: only Linux is asked (FIONREAD); elsewhere only what the reader
-// holds in its buffer counts (see replyWaiting).
+// holds in its buffer counts (see send).
 func (p *pipe) unread() int { return 0 }
