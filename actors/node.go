@@ -165,6 +165,7 @@ func (n *node) worker() {
 
 // finish vets a returned batch's grants, routes its results and recycles it.
 func (n *node) finish(b *batch) {
+	unsent(b)
 	n.q.vet(n, b)
 	n.m.returned(n.index, b, len(n.queue))
 	n.deliver(b.reqs, b.res, b.sent)

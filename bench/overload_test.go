@@ -78,11 +78,13 @@ func TestOverloadOnRealMasters(t *testing.T) {
 		}
 		hogs = append(hogs, h)
 	}
+	late := traceLate(t, api.DefaultOptions().MasterTimeout)
 	rec := bench.NewRecorder()
 	const lockers = 4096
 	bench.Run(context.Background(), client, bench.Uncontended(lockers, prefix+"u:"), 6*lockers, rec)
 	s := rec.Summarize(time.Second)
 	t.Logf("%d cycles, %d failed, p50 %v, p99 %v, max %v", s.Cycles, s.Errors, s.P50, s.P99, s.Max)
+	t.Log(late.summary())
 	if n := client.unreachable.Load(); n > 0 {
 		t.Fatalf("%d of %d cycles on healthy masters failed with ErrQuorumUnreachable (overload must show as latency); the first: %v", n, s.Cycles, *client.first.Load())
 	}

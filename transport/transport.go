@@ -454,6 +454,13 @@ var (
 	ErrUnavailable = errors.New("master unavailable")
 	// ErrInvalidOp: the op itself is malformed; Check says how.
 	ErrInvalidOp = errors.New("invalid op")
+	// ErrNotSent: the batch was not sent because its deadline had passed
+	// before the transport began to send it (a CPU-starved client reached
+	// Do too late). No master saw it, and the lateness was the client's,
+	// not the master's: the engine treats an acquire failed so as overload
+	// (it is retried, and shows as latency), not as a master that did not
+	// answer.
+	ErrNotSent = errors.New("not sent: its deadline passed before it could be sent")
 )
 
 // Check reports the first reason op is malformed, or nil. Transports use it

@@ -8,10 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mediocregopher/radix/v4/resp"
 	"github.com/mediocregopher/radix/v4/resp/resp3"
 
+	"github.com/quorumlock/redlock/internal/iotrace"
 	"github.com/quorumlock/redlock/transport"
 )
 
@@ -56,8 +58,18 @@ func (t *Transport) do(ctx context.Context, ops []transport.Op, results []transp
 	if cs == nil {
 		return failValid(results, down)
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return failValid(results, fmt.Errorf("redis %s: not sent: %w", t.name, err))
+	}
+	// A batch that reaches us after its deadline (whether or not the timer
+	// behind ctx has run yet) was late on this side: the master has not
+	// seen it. Say so (transport.ErrNotSent), so that the engine treats it
+	// as overload, not as a master that did not answer.
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		if iotrace.On() {
+			iotrace.Report(&iotrace.Late{Stage: iotrace.BeforeWrite, Deadline: dl, Failed: time.Now()})
+		}
+		return failValid(results, fmt.Errorf("redis %s: %w", t.name, errLate))
 	}
 	ctx, cancel := t.withDeadline(ctx)
 	defer cancel()
@@ -212,6 +224,9 @@ func (t *Transport) result(op *transport.Op, r *reply) transport.Result {
 
 // failValid sets err on every result that has none yet: the valid ops, since
 // invalid ones keep their own error.
+// errLate fails a batch that reached Do after its deadline.
+var errLate = fmt.Errorf("%w: %w", transport.ErrNotSent, context.DeadlineExceeded)
+
 func failValid(results []transport.Result, err error) error {
 	for i := range results {
 		if results[i].Err == nil {

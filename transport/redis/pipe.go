@@ -8,10 +8,13 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mediocregopher/radix/v4/resp"
 	"github.com/mediocregopher/radix/v4/resp/resp3"
+
+	"github.com/quorumlock/redlock/internal/iotrace"
 )
 
 // pipe is one connection to a master whose I/O the transport owns: a caller
@@ -56,13 +59,35 @@ type pipe struct {
 	exited chan struct{}
 
 	broken func(error) // told once when the connection fails
+
+	// got counts the bytes the reader has taken from the socket, used
+	// those it has decoded and handed out (stored after each batch's
+	// hand-off); got > used: the reader holds undecoded bytes (see send).
+	// Only the reader writes them.
+	got, used atomic.Int64
+}
+
+// heldReader is the reader's source: the connection, counting in got the
+// bytes that left the socket for the reader's buffer.
+type heldReader struct{ p *pipe }
+
+func (r heldReader) Read(b []byte) (int, error) {
+	if testReadHook != nil {
+		testReadHook(r.p)
+	}
+	n, err := r.p.nc.Read(b)
+	if n > 0 {
+		r.p.got.Add(int64(n))
+	}
+	return n, err
 }
 
 // pending is a batch awaiting its replies: u reads all of them, done gets
 // the outcome (nil, a resp.ErrConnUsable, or the connection's error).
 type pending struct {
-	u    resp.Unmarshaler
-	done chan<- error
+	u     resp.Unmarshaler
+	done  chan<- error
+	trace *iotrace.Late // only while an iotrace hook is set
 }
 
 // readBufSize is the reader's buffer: a batch's replies (512 ops of a few
@@ -73,12 +98,13 @@ func newPipe(nc net.Conn, flushEvery time.Duration, broken func(error)) *pipe {
 	p := &pipe{
 		nc:         nc,
 		flushEvery: flushEvery,
-		br:         bufio.NewReaderSize(nc, readBufSize),
+		br:         nil, // below: its source needs p
 		opts:       resp.NewOpts(),
 		ring:       make([]pending, 8),
 		exited:     make(chan struct{}),
 		broken:     broken,
 	}
+	p.br = bufio.NewReaderSize(heldReader{p}, readBufSize)
 	go p.read()
 	return p
 }
@@ -116,6 +142,9 @@ func (p *pipe) read() {
 		e := p.ring[p.head]
 		p.qmu.Unlock()
 		err := e.u.UnmarshalRESP(p.br, p.opts)
+		if e.trace != nil {
+			e.trace.Read.Store(time.Now().UnixNano())
+		}
 		if err != nil && !errors.As(err, new(resp.ErrConnUsable)) {
 			p.fail(err) // e is still queued: it gets the error too
 			return
@@ -126,6 +155,9 @@ func (p *pipe) read() {
 		p.n--
 		p.qmu.Unlock()
 		e.done <- err
+		// After the hand-off: a batch that sees used pass its mark finds
+		// its reply on done, if it was among the bytes decoded.
+		p.used.Store(p.got.Load() - int64(p.br.Buffered()))
 	}
 }
 
@@ -165,8 +197,16 @@ func (p *pipe) push(e pending) {
 // done must have room for one value, and after an error u and done may
 // still be used by the reader: the caller must not reuse them.
 func (p *pipe) send(ctx context.Context, buf []byte, u resp.Unmarshaler, done chan error) error {
-	if err := p.write(ctx, buf, u, done); err != nil {
+	var tr *iotrace.Late
+	if iotrace.On() {
+		tr = new(iotrace.Late)
+		tr.Deadline, _ = ctx.Deadline()
+	}
+	if err := p.write(ctx, buf, u, done, tr); err != nil {
 		return err
+	}
+	if tr != nil {
+		tr.Written = time.Now()
 	}
 	select {
 	case err := <-done:
@@ -178,34 +218,86 @@ func (p *pipe) send(ctx context.Context, buf []byte, u resp.Unmarshaler, done ch
 			return err
 		default:
 		}
-		// So does one that waits in the socket, unread: on a CPU-starved
-		// client the reader may not have run yet (Go polls the network when
-		// a P is idle or from sysmon, while timers fire on every round), and
-		// failing the batch would report a healthy master as unreachable.
-		// Counting it is safe: a grant's validity counts from the send, so
-		// a late reply only shortens the lock. The wait is bounded, and only
-		// taken when the master has answered something.
-		if p.replyWaiting() {
+		// So does one that had reached this host by then: waiting in the
+		// socket, unread, or in the reader's buffer, read but not decoded.
+		// On a CPU-starved client the reader may not have run yet (Go polls
+		// the network when a P is idle or from sysmon, while timers fire
+		// on every round), or may have been preempted between two batches'
+		// replies, or the whole process may stall for longer than any fixed
+		// grace; failing the batch would report a healthy master as
+		// unreachable. So the batch waits until the reader has decoded
+		// every byte that had arrived when ctx ended: if its reply was
+		// among them it counts, and otherwise the master was late and the
+		// batch fails. Counting it is safe: a grant's validity counts from
+		// the send, so a late reply only shortens the lock. A master that
+		// had sent nothing undecoded costs no wait at all; lateReplyCap
+		// bounds the wait for one whose reply stopped half way.
+		arrived := p.got.Load() + int64(p.unread())
+		used := p.used.Load()
+		if tr != nil {
+			tr.Stage, tr.InSocket, tr.InBuffer = iotrace.AwaitingReply, arrived > p.got.Load(), p.got.Load() > used
+			defer func() {
+				if tr != nil { // nil: the late wait got the reply
+					tr.Failed = time.Now()
+					iotrace.Report(tr)
+				}
+			}()
+		}
+		if arrived > used {
 			if testLateHook != nil {
 				testLateHook()
 			}
-			t := time.NewTimer(lateReplyWait)
-			defer t.Stop()
-			select {
-			case err := <-done:
+			if ok, err := p.awaitReader(done, arrived); ok {
+				tr = nil
 				return err
-			case <-t.C:
 			}
 		}
 		return ctx.Err()
 	}
 }
 
-// lateReplyWait bounds how long a batch whose context ended waits for a
-// reader that has its reply in the socket (see send).
-const lateReplyWait = 500 * time.Millisecond
+// awaitReader waits for done until the reader has handed out every byte up
+// to arrived (checking every lateReplyWait) or for lateReplyCap, and
+// reports done's value if it came.
+func (p *pipe) awaitReader(done chan error, arrived int64) (bool, error) {
+	tick := time.NewTicker(lateReplyWait)
+	defer tick.Stop()
+	limit := time.NewTimer(lateReplyCap)
+	defer limit.Stop()
+	for {
+		select {
+		case err := <-done:
+			return true, err
+		case <-limit.C:
+			return false, nil
+		case <-tick.C:
+			if testLateTick != nil {
+				testLateTick()
+			}
+			if p.used.Load() >= arrived {
+				// The reader stores used after its hand-off, so a reply
+				// among the bytes it covers is on done now.
+				select {
+				case err := <-done:
+					return true, err
+				default:
+					return false, nil
+				}
+			}
+		}
+	}
+}
 
-func (p *pipe) write(ctx context.Context, buf []byte, u resp.Unmarshaler, done chan error) error {
+// lateReplyWait is how often a batch whose context ended, waiting for a
+// reader that is behind (see send), checks whether the reader has caught
+// up; lateReplyCap bounds that wait. Variables only so that a test can hold
+// the reader longer than one check.
+var (
+	lateReplyWait = 10 * time.Millisecond
+	lateReplyCap  = 2 * time.Second
+)
+
+func (p *pipe) write(ctx context.Context, buf []byte, u resp.Unmarshaler, done chan error, tr *iotrace.Late) error {
 	p.wmu.Lock()
 	unlock := true
 	defer func() {
@@ -216,6 +308,10 @@ func (p *pipe) write(ctx context.Context, buf []byte, u resp.Unmarshaler, done c
 	// The caller may have waited for the lock: a batch whose caller gave up
 	// is never written.
 	if err := ctx.Err(); err != nil {
+		if tr != nil {
+			tr.Stage, tr.Failed = iotrace.WaitingToWrite, time.Now()
+			iotrace.Report(tr)
+		}
 		return err
 	}
 	p.qmu.Lock()
@@ -223,7 +319,7 @@ func (p *pipe) write(ctx context.Context, buf []byte, u resp.Unmarshaler, done c
 		p.qmu.Unlock()
 		return err
 	}
-	p.push(pending{u: u, done: done})
+	p.push(pending{u: u, done: done, trace: tr})
 	p.qmu.Unlock()
 	if p.flushEvery > 0 {
 		// Order holds: wbuf goes out in the order batches joined it, and
@@ -243,6 +339,10 @@ func (p *pipe) write(ctx context.Context, buf []byte, u resp.Unmarshaler, done c
 		return err
 	}
 	n, err := p.nc.Write(buf)
+	if tr != nil && err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		tr.Stage, tr.Failed = iotrace.Write, time.Now()
+		iotrace.Report(tr)
+	}
 	switch {
 	case err == nil:
 		return nil

@@ -20,19 +20,19 @@ func (p *pipe) rawConn() (syscall.RawConn, bool) {
 	return rc, err == nil
 }
 
-// replyWaiting reports whether bytes from the master wait in the socket,
-// unread (FIONREAD): the reader is behind, not the master silent.
-func (p *pipe) replyWaiting() bool {
+// unread is how many bytes from the master wait in the socket, unread
+// (FIONREAD; 0 when it cannot tell).
+func (p *pipe) unread() int {
 	rc, ok := p.rawConn()
 	if !ok {
-		return false
+		return 0
 	}
 	var n int32
 	var errno syscall.Errno
 	if err := rc.Control(func(fd uintptr) {
 		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
 	}); err != nil || errno != 0 {
-		return false
+		return 0
 	}
-	return n > 0
+	return int(n)
 }

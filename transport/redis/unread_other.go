@@ -2,6 +2,6 @@
 
 package redis
 
-// replyWaiting: only Linux is asked (FIONREAD); elsewhere a batch whose
-// context ended fails as before.
-func (p *pipe) replyWaiting() bool { return false }
+// unread: only Linux is asked (FIONREAD); elsewhere only what the reader
+// holds in its buffer counts (see send).
+func (p *pipe) unread() int { return 0 }
