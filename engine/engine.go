@@ -655,7 +655,7 @@ func (l *lock) arm() {
 			l.loseLocked(l.closedErr())
 			return
 		}
-		l.timer = time.AfterFunc(d, l.tick)
+		l.timer = afterFunc(d, l.tick)
 		l.e.live[l] = struct{}{}
 		l.e.liveMu.Unlock()
 	} else {
