@@ -145,6 +145,14 @@ type Lock interface {
 	// lock: its validity ran out, an extension failed, it was unlocked, or
 	// the engine closed. Err then says which. Work that must not outlive
 	// the lock should stop when Done is closed.
+	//
+	// A call to Done or Err after Until finds the lock ended. A channel
+	// already in hand is closed by the engine's timer, a goroutine like any
+	// other: a process starved of CPU (or stopped) can wake past Until and
+	// run the holder before the timer, which then sees the channel open for
+	// a moment. Before an action that must not outlive the lock, ask Err
+	// (or compare time.Now with Until) rather than a channel read earlier;
+	// what a paused process does next only a fencing token can stop.
 	Done() <-chan struct{}
 	// Err is nil while Done is open; afterwards it wraps ErrNotHeld (as
 	// ErrExpired, ErrReleased, or an extension's error) or ErrClosed.

@@ -562,12 +562,16 @@ func (l *lock) Until() time.Time {
 	return l.until
 }
 
-// Done is made on first use: a lock nobody watches costs no timer.
+// Done is made on first use: a lock nobody watches costs no timer. Every
+// call settles the clock first (checkLocked), as Err does: past Until the
+// timer may not have run yet (a starved process wakes the timer and its
+// caller at once, in no set order), and an open channel handed out then
+// would vouch for a lock nobody can vouch for.
 func (l *lock) Done() <-chan struct{} {
 	l.sig.Lock()
 	defer l.sig.Unlock()
+	l.checkLocked()
 	if l.done == nil {
-		l.checkLocked()
 		l.done = make(chan struct{})
 		if l.cause != nil {
 			close(l.done)
@@ -655,7 +659,7 @@ func (l *lock) arm() {
 			l.loseLocked(l.closedErr())
 			return
 		}
-		l.timer = time.AfterFunc(d, l.tick)
+		l.timer = afterFunc(d, l.tick)
 		l.e.live[l] = struct{}{}
 		l.e.liveMu.Unlock()
 	} else {

@@ -72,6 +72,9 @@ the end, that:
     except across moments the schedule knowingly left fewer than a majority
     of masters with their counters (fence resets);
   - no holder ran past its validity without the lost-lock signal (overrun).
+    An overrun whose holder's own timer, due within the validity, woke it
+    late by at least as much is the process starved of CPU, a paused
+    process: it is counted apart (starved_overruns), not a violation.
 
 Faults (--faults, a comma-separated subset, or "none"):
   kill       kill -9 one, two or a majority of masters and restart them EMPTY
@@ -196,6 +199,7 @@ redis-server), 130 when interrupted.`,
 	f.DurationVar(&cfg.FaultInterval, "fault-interval", cfg.FaultInterval, "mean time between two faults")
 	f.DurationVar(&cfg.Work, "work", cfg.Work, "longest short critical section")
 	f.Float64Var(&cfg.Unfenced, "unfenced", cfg.Unfenced, "share of Lock calls without fencing (0 to 1)")
+	f.Float64Var(&cfg.LongShare, "long-share", 0.004, "share of Lock calls whose holder keeps the lock for 0.3-0.8 of the ttl (up to 0.5; 0 means 0.004)")
 	f.StringVar(&clockDrift, "clock-drift", strconv.FormatFloat(100*cfg.ClockDrift, 'g', -1, 64)+"%", `how fast clock-drift faults make a master's clock run: "0.5%" or 0.005`)
 	f.DurationVar(&cfg.ProgressEvery, "progress", cfg.ProgressEvery, "print progress to stderr this often (0: never)")
 	f.IntVar(&cfg.MaxListed, "max-listed", cfg.MaxListed, "violations listed in the report (all are counted)")
@@ -326,9 +330,13 @@ func printTorture(w io.Writer, r *torture.Report) {
 				num(p.WritesAccepted), num(p.WritesRefused), num(p.WriteErrors), num(p.Unreported))},
 			rows[len(rows)-1])
 	}
+	if n := r.Starved.Count; n > 0 {
+		rows = append(rows, [2]string{"starved", fmt.Sprintf("%s overruns of a holder whose own timer woke it late by more (not violations; listed below)", num(int64(n)))})
+	}
 	for _, row := range rows {
 		fmt.Fprintf(w, "  %-14s %s\n", row[0], row[1])
 	}
+	defer printStarved(w, r)
 	if r.Violations.Count == 0 {
 		extra := ""
 		if slices.Contains(r.Workloads, torture.WorkloadSemaphore) {

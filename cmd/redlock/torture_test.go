@@ -46,6 +46,14 @@ type tortureJSON struct {
 			Detail string `json:"detail"`
 		} `json:"list"`
 	} `json:"violations"`
+	Held    map[string]int64 `json:"held"`
+	Starved struct {
+		Count int `json:"count"`
+		List  []struct {
+			Kind   string `json:"kind"`
+			Detail string `json:"detail"`
+		} `json:"list"`
+	} `json:"starved_overruns"`
 }
 
 func decodeTorture(t *testing.T, s string) tortureJSON {
@@ -136,6 +144,8 @@ func TestTortureReviewFaults(t *testing.T) {
 			if r.code != 0 || rep.Violations.Count != 0 {
 				t.Fatalf("exit %d, %d grants; violations: %+v", r.code, rep.Grants, rep.Violations)
 			}
+			// Overruns of a starved process are no violation but are shown.
+			t.Logf("%d starved overruns: %+v", rep.Starved.Count, rep.Starved.List)
 			if rep.Grants <= 0 {
 				t.Fatalf("%d grants: the clients got nothing done", rep.Grants)
 			}
@@ -146,15 +156,25 @@ func TestTortureReviewFaults(t *testing.T) {
 	}
 }
 
-// The clock negative control: masters whose clock runs 30% fast (far past
+// The clock negative control: masters whose clock runs 50% fast (far past
 // the engine's allowance of 1% of the TTL plus 2ms) expire a lock's keys
-// while its holder is still told it holds it; the checker must say so.
+// at two thirds of the TTL while its holder is still told it holds it; the
+// checker must say so. Only a section that outlasts the keys is exposed,
+// and only if another client is granted the key before the holder's
+// validity ends, a window of a third of the TTL less a Lock call. On a
+// CPU-starved machine (load average 20-30 on 2 cores) the clients get a
+// tenth of the grants and a Lock call takes hundreds of milliseconds: at
+// 30% drift, a 1s TTL and the default 0.4% of long sections, most runs
+// found nothing. So: a 3s TTL, 50% drift and 5% long sections (0.3-0.8
+// TTL), which still require the overlaps the fast clocks produce (SAFETY.md,
+// "Safety claims under a loaded machine").
 func TestTortureClockDriftNegativeControl(t *testing.T) {
-	r := redlock(t, nil, "torture", "--faults", "clock-drift", "--clock-drift", "30%", "--duration", "10s",
-		"--seed", "1", "--progress", "0", "--json")
+	r := redlock(t, nil, "torture", "--faults", "clock-drift", "--clock-drift", "50%", "--ttl", "3s", "--duration", "10s",
+		"--long-share", "0.05", "--seed", "1", "--progress", "0", "--json")
 	rep := decodeTorture(t, r.stdout)
 	if r.code != exitFailure {
-		t.Fatalf("exit %d, want %d: the checker did not catch the fast clocks (%d grants, faults %v)", r.code, exitFailure, rep.Grants, rep.Faults)
+		t.Fatalf("exit %d, want %d: the checker did not catch the fast clocks (%d grants, held %v, faults %v, %v)",
+			r.code, exitFailure, rep.Grants, rep.Held, rep.Faults, rep.FaultDetail)
 	}
 	if rep.Violations.ByKind["overlap"] == 0 {
 		t.Fatalf("violations %+v: want overlapping critical sections", rep.Violations)

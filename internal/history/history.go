@@ -38,7 +38,9 @@
 //     was knowingly broken) lies between them.
 //   - overrun: a critical section that ended after its validity (End >
 //     ValidUntil) while the lost-lock signal had not fired by End, unless
-//     the holder's process was stopped on purpose during it (Paused).
+//     the holder's process was stopped on purpose during it (Paused) or
+//     the section's own timer, due within the validity, woke it late by at
+//     least the overrun (starved: see Starved, which lists those apart).
 //   - writer-overlap: on a key with read locks (Grant.Shared), a writer's
 //     section or window overlaps another holder's, reader or writer; two
 //     readers may overlap (rw.go). Replaces overlap and grant-overlap there.
@@ -75,6 +77,10 @@ type Grant struct {
 	Start    time.Duration `json:"start,omitempty"`
 	End      time.Duration `json:"end,omitempty"`
 	Signaled bool          `json:"signaled,omitempty"`
+	// Due: when the section's own timer (its planned length) was due, read
+	// after it was set; for a section with no timer, when it began. 0: not
+	// recorded. The evidence starved weighs (starved.go).
+	Due time.Duration `json:"due,omitempty"`
 	// Paused: the fault schedule stopped the holder's process (SIGSTOP)
 	// during the section. A stopped process cannot act on the lost-lock
 	// signal, so overrun does not judge it; what it does after it resumes
@@ -237,7 +243,7 @@ func checkKey(key string, gs []*Grant, resets []Reset) []Violation {
 func overruns(key string, gs []*Grant) []Violation {
 	var out []Violation
 	for _, g := range gs {
-		if g.Ran && g.End > g.ValidUntil && !g.Signaled && !g.Paused {
+		if overran(g) && !starved(g) {
 			out = append(out, Violation{Kind: Overrun, Key: key, A: g, Detail: fmt.Sprintf(
 				"%s ran until %v, %v past its validity (%v), and the lost-lock signal had not fired",
 				g.Holder, ms(g.End), ms(g.End-g.ValidUntil), ms(g.ValidUntil))})

@@ -29,6 +29,10 @@ type plan struct {
 
 func (r *run) plan(rng *rand.Rand) plan {
 	ttl := float64(r.cfg.TTL)
+	shareLong := shareLong
+	if r.cfg.LongShare > 0 {
+		shareLong = r.cfg.LongShare
+	}
 	switch x := rng.Float64(); {
 	case x < shareLong:
 		return plan{kind: "long", hold: time.Duration((0.3 + 0.5*rng.Float64()) * ttl)}
@@ -118,8 +122,12 @@ func (r *run) section(l api.Lock, p plan, g *history.Grant) {
 	}
 	g.Ran = true
 	g.Start = r.rec.Now()
-	work(done, p.hold)
+	g.Due = work(done, p.hold, r.rec.Now)
 	g.End = r.rec.Now()
+	// The channel read at the start, not a fresh Done(): a fresh call
+	// settles the clock and is closed past Until by construction, so it
+	// would judge nothing; the channel in hand is what a holder waiting on
+	// it gets, closed by the engine's timer.
 	g.Signaled = closed(done)
 	r.sections.Add(1)
 }
@@ -134,17 +142,22 @@ func vouched(l api.Lock, done <-chan struct{}) bool {
 }
 
 // work runs a critical section of length d, ended early when done (the
-// lost-lock signal) closes.
-func work(done <-chan struct{}, d time.Duration) {
+// lost-lock signal) closes. It returns when its timer was due, on now's
+// timebase, read after the timer was set so that it is no earlier than the
+// timer's own deadline (without a timer, when it began): the evidence the
+// checker weighs against an overrun (history.Grant.Due).
+func work(done <-chan struct{}, d time.Duration, now func() time.Duration) time.Duration {
 	if d <= 0 {
-		return
+		return now()
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
+	due := now() + d
 	select {
 	case <-done:
 	case <-t.C:
 	}
+	return due
 }
 
 // closed reports whether done has closed by now.

@@ -243,6 +243,9 @@ func (p *pauser) convert(wp *workerProc, l workerLine) (history.Grant, *history.
 	}
 	if l.Ran {
 		g.Ran, g.Start, g.End, g.Signaled = true, p.at(l.Start), p.at(l.End), l.Signaled
+		if l.Due != 0 {
+			g.Due = p.at(l.Due)
+		}
 		p.mu.Lock()
 		for _, win := range wp.windows {
 			if g.Start < win.to && g.End > win.from {

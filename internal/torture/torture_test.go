@@ -39,6 +39,8 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.MaxListed = -1 }, "--max-listed -1"},
 		{func(c *Config) { c.Unfenced = -0.1 }, "--unfenced -0.1"},
 		{func(c *Config) { c.Unfenced = 2 }, "--unfenced 2"},
+		{func(c *Config) { c.LongShare = 0.6 }, "--long-share 0.6"},
+		{func(c *Config) { c.LongShare = -0.01 }, "--long-share -0.01"},
 		{func(c *Config) { c.ClockDrift = -0.01 }, "--clock-drift -1%"},
 		{func(c *Config) { c.ClockDrift = 20 }, "--clock-drift 2000%"},
 	} {

@@ -81,6 +81,7 @@ type workerLine struct {
 	Start      int64  `json:"start,omitempty"`
 	End        int64  `json:"end,omitempty"`
 	Signaled   bool   `json:"signaled,omitempty"`
+	Due        int64  `json:"due,omitempty"` // when the section's timer was due (history.Grant.Due)
 	// Armed: this client announced itself (about) and waited for go.
 	Armed bool         `json:"armed,omitempty"`
 	Write *workerWrite `json:"write,omitempty"`
@@ -356,7 +357,9 @@ func (w *worker) section(ctx context.Context, l api.Lock, rng *rand.Rand, g *wor
 	}
 	g.Write = w.write(ctx, g)
 	if w.cfg.work > 0 {
-		work(done, time.Duration(rng.Int64N(int64(w.cfg.work)+1)))
+		g.Due = int64(work(done, time.Duration(rng.Int64N(int64(w.cfg.work)+1)), func() time.Duration { return time.Duration(w.clk.now()) }))
+	} else {
+		g.Due = w.clk.now()
 	}
 	g.End = w.clk.now()
 	g.Signaled = closed(done)
