@@ -155,7 +155,10 @@ func New(ts []transport.Transport, v Variant) (*Skeleton, error) {
 		return nil, fmt.Errorf("floor: %d coordinators, at most %d", v.Coordinators, maxCoordinators)
 	}
 	s := &Skeleton{
-		system: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) })),
+		system: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }),
+			// As the engine (actors.Start): a dead letter starts a goroutine
+			// that lives this long; the default (1s) outlives Close.
+			actor.WithDeadLetterThrottleInterval(10*time.Millisecond)),
 		quorum: len(ts)/2 + 1,
 		seed:   maphash.MakeSeed(),
 	}
