@@ -21,6 +21,11 @@ import (
 // heldEnv lists the numbers of locks BenchmarkHeld holds, comma-separated.
 const heldEnv = "REDLOCK_BENCH_HELD"
 
+// heldProfileEnv, when set, is a path prefix: BenchmarkHeld writes a CPU
+// profile of each window (PREFIX-N.cpu.pprof) and a heap profile taken at
+// its start (PREFIX-N.heap.pprof), for go tool pprof.
+const heldProfileEnv = "REDLOCK_BENCH_HELD_PROFILE"
+
 // heldCounts is heldEnv's list, or 10k and 100k.
 func heldCounts(b *testing.B) []int {
 	s := os.Getenv(heldEnv)
@@ -182,11 +187,13 @@ func runHeld(b *testing.B, nodes []string, n int) {
 	// so the CPU the window took is the CPU of n extensions plus what
 	// holding n locks costs meanwhile (timers, the collector walking their
 	// heap), which is what a holder pays.
+	stopProfile := profileWindow(b, n)
 	cost0 := bench.ReadCost()
 	w0 := time.Now()
 	time.Sleep(period)
 	window := time.Since(w0)
 	cost := bench.ReadCost().Sub(cost0)
+	stopProfile()
 	var ext, lost int
 	for i, l := range locks {
 		if l == nil {
