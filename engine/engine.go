@@ -690,6 +690,9 @@ func (l *lock) tick() {
 	}
 	until := l.until
 	l.timer.Reset(time.Until(until))
+	if l.done == nil {
+		l.done = make(chan struct{}) // autoExtend's context ends with it
+	}
 	l.sig.Unlock()
 	if !l.mu.TryLock() {
 		// The user's Extend or Unlock has the handle. Unlock ends the lock;
@@ -697,11 +700,16 @@ func (l *lock) tick() {
 		// is retried here.
 		return
 	}
+	l.autoExtend()
+}
+
+// autoExtend makes one auto-extension, with mu held and l.done made, and
+// lets go of mu.
+func (l *lock) autoExtend() {
 	// Extend never outlives the validity: past it the lock may be someone
-	// else's, and extending would be a lie.
-	ctx, cancel := context.WithDeadline(context.Background(), until)
-	err := l.extendObserved(ctx, true)
-	cancel()
+	// else's, and extending would be a lie. The timer is armed for Until,
+	// where it closes done, which ends autoCtx.
+	err := l.extendObserved((*autoCtx)(l), true)
 	l.mu.Unlock()
 	if err != nil {
 		if errors.Is(err, api.ErrQuorumUnreachable) && l.retryExtension() {
