@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"os"
 	"runtime"
@@ -195,6 +196,7 @@ func runHeld(b *testing.B, nodes []string, n int) {
 	cost := bench.ReadCost().Sub(cost0)
 	stopProfile()
 	var ext, lost int
+	lostWhy := map[string]int{}
 	for i, l := range locks {
 		if l == nil {
 			continue
@@ -203,6 +205,16 @@ func runHeld(b *testing.B, nodes []string, n int) {
 			if lost++; lost == 1 {
 				b.Logf("lost: %v", l.Err())
 			}
+			why := "other"
+			if errors.Is(l.Err(), api.ErrExpired) {
+				why = "validity ran out"
+			} else if errors.Is(l.Err(), api.ErrNotHeld) {
+				why = "an extension failed"
+			}
+			if !l.Until().After(granted[i]) {
+				why += ", never extended"
+			}
+			lostWhy[why]++
 			continue
 		}
 		// Each extension moves Until on by the time since the one before:
@@ -210,6 +222,9 @@ func runHeld(b *testing.B, nodes []string, n int) {
 		ext += int(math.Round(float64(l.Until().Sub(u0[i])) / float64(period)))
 	}
 	b.StopTimer()
+	if lost > 0 {
+		b.Logf("lost locks by cause: %v", lostWhy)
+	}
 
 	b.ReportMetric(float64(int64(ms1.HeapAlloc)-int64(ms0.HeapAlloc))/float64(n), "B/lock")
 	rate := float64(ext) / window.Seconds()
