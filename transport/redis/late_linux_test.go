@@ -19,17 +19,41 @@ import (
 // the context ends; the batch must still get its grant. Counting it is safe:
 // validity counts from the send, so a late reply only shortens the lock.
 func TestReplyInSocketCounts(t *testing.T) {
+	lb := lateBatch(t)
+	select {
+	case <-lb.waiting:
+		close(lb.release)
+	case err := <-lb.done:
+		close(lb.release)
+		t.Fatalf("the batch failed with its reply in the socket: %v (op: %v); want the grant", err, lb.res[0].Err)
+	}
+	if err := <-lb.done; err != nil || !lb.res[0].OK {
+		t.Fatalf("batch with its reply in the socket: %v (op: %+v), want the grant", err, lb.res[0])
+	}
+}
+
+// heldBatch is a batch whose reply reached its socket while the reader was
+// held before read(2), and whose context has ended (lateBatch).
+type heldBatch struct {
+	release chan struct{} // close to let the reader go on
+	waiting chan struct{} // the batch began its late wait
+	done    chan error    // Do's result
+	res     []transport.Result
+}
+
+// lateBatch starts one redis-server, holds the transport's reader before
+// read(2) once a warm-up batch is done, sends one acquire, waits until its
+// reply is in the socket, and cancels its context. The reader waits for
+// every reply in the hook, so the first bytes after the hold are the late
+// batch's (nothing else is sent), and the reader is held where the bytes
+// stay in the kernel. Hooks set before the call (testLateTick,
+// lateReplyWait) stay the caller's to reset.
+func lateBatch(t *testing.T) *heldBatch {
+	t.Helper()
 	s := redistest.Start(t, 1)[0]
-	var (
-		hold    = make(chan struct{})
-		arrived = make(chan struct{})
-		release = make(chan struct{})
-		waiting = make(chan struct{}, 1)
-	)
+	lb := &heldBatch{release: make(chan struct{}), waiting: make(chan struct{}, 1), done: make(chan error, 1), res: make([]transport.Result, 1)}
+	hold, arrived := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	// The reader waits for every reply in the hook, before read(2), so
-	// the first bytes after hold are the late batch's (nothing else is
-	// sent), and the reader is held where the bytes stay in the kernel.
 	testReadHook = func(p *pipe) {
 		awaitBytes(t, p, 0)
 		select {
@@ -39,10 +63,10 @@ func TestReplyInSocketCounts(t *testing.T) {
 		}
 		once.Do(func() {
 			close(arrived)
-			<-release
+			<-lb.release
 		})
 	}
-	testLateHook = func() { waiting <- struct{}{} }
+	testLateHook = func() { lb.waiting <- struct{}{} }
 	t.Cleanup(func() { testReadHook, testLateHook = nil, nil })
 
 	tr := dial(t, Config{Addr: s.Addr})
@@ -50,25 +74,14 @@ func TestReplyInSocketCounts(t *testing.T) {
 	close(hold)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	res := make([]transport.Result, 1)
-	done := make(chan error, 1)
-	go func() { done <- tr.Do(ctx, []transport.Op{acq("late", "v", time.Minute)}, res) }()
+	go func() { lb.done <- tr.Do(ctx, []transport.Op{acq("late", "v", time.Minute)}, lb.res) }()
 	select {
 	case <-arrived:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the reply never reached the socket")
 	}
 	cancel()
-	select {
-	case <-waiting:
-		close(release)
-	case err := <-done:
-		close(release)
-		t.Fatalf("the batch failed with its reply in the socket: %v (op: %v); want the grant", err, res[0].Err)
-	}
-	if err := <-done; err != nil || !res[0].OK {
-		t.Fatalf("batch with its reply in the socket: %v (op: %+v), want the grant", err, res[0])
-	}
+	return lb
 }
 
 // awaitBytes waits, on the reader's goroutine, until more than n bytes wait
@@ -192,28 +205,7 @@ func TestReplyInReaderBufferCounts(t *testing.T) {
 // 1ms); the batch must keep waiting while what had arrived by its deadline
 // is undecoded, and get its grant once the reader runs.
 func TestReplyReadLateStillCounts(t *testing.T) {
-	s := redistest.Start(t, 1)[0]
-	var (
-		hold    = make(chan struct{})
-		arrived = make(chan struct{})
-		release = make(chan struct{})
-		waiting = make(chan struct{}, 1)
-		ticks   = make(chan struct{}, 16)
-	)
-	var once sync.Once
-	testReadHook = func(p *pipe) {
-		awaitBytes(t, p, 0)
-		select {
-		case <-hold:
-		default:
-			return
-		}
-		once.Do(func() {
-			close(arrived)
-			<-release
-		})
-	}
-	testLateHook = func() { waiting <- struct{}{} }
+	ticks := make(chan struct{}, 16)
 	testLateTick = func() {
 		select {
 		case ticks <- struct{}{}:
@@ -222,41 +214,28 @@ func TestReplyReadLateStillCounts(t *testing.T) {
 	}
 	old := lateReplyWait
 	lateReplyWait = time.Millisecond
-	t.Cleanup(func() { testReadHook, testLateHook, testLateTick, lateReplyWait = nil, nil, nil, old })
+	t.Cleanup(func() { testLateTick, lateReplyWait = nil, old })
 
-	tr := dial(t, Config{Addr: s.Addr})
-	mustDo(t, tr, []transport.Op{acq("warm", "v", time.Minute)}, true)
-	close(hold)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	res := make([]transport.Result, 1)
-	done := make(chan error, 1)
-	go func() { done <- tr.Do(ctx, []transport.Op{acq("late", "v", time.Minute)}, res) }()
-	select {
-	case <-arrived:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the reply never reached the socket")
-	}
-	cancel()
+	lb := lateBatch(t)
 	fail := func(err error) {
-		close(release)
-		t.Fatalf("the batch gave up while its reply, arrived before its deadline, waited for the held reader: %v (op: %v); want the grant", err, res[0].Err)
+		close(lb.release)
+		t.Fatalf("the batch gave up while its reply, arrived before its deadline, waited for the held reader: %v (op: %v); want the grant", err, lb.res[0].Err)
 	}
 	select {
-	case <-waiting:
-	case err := <-done:
+	case <-lb.waiting:
+	case err := <-lb.done:
 		fail(err)
 	}
 	// Past the late wait, twice over: still waiting.
 	for range 2 {
 		select {
 		case <-ticks:
-		case err := <-done:
+		case err := <-lb.done:
 			fail(err)
 		}
 	}
-	close(release)
-	if err := <-done; err != nil || !res[0].OK {
-		t.Fatalf("batch whose reply the reader read late: %v (op: %+v), want the grant", err, res[0])
+	close(lb.release)
+	if err := <-lb.done; err != nil || !lb.res[0].OK {
+		t.Fatalf("batch whose reply the reader read late: %v (op: %+v), want the grant", err, lb.res[0])
 	}
 }
