@@ -825,6 +825,9 @@ func (t *Transport) do(ctx context.Context, ops []transport.Op, results []transp
 	budget := time.Now().Add(tryAgainBudget)
 	for round := 0; len(parts) > 0; round++ {
 		all, err := t.send(ctx, parts, ops, results, served)
+		if round > 0 {
+			t.lateResend(parts, results)
+		}
 		if round == 0 && all && len(parts) == len(byAddr) && valid == countValid(parts) {
 			// Every shard's part failed as a whole: so did the batch.
 			first = err
@@ -849,6 +852,24 @@ func (t *Transport) do(ctx context.Context, ops []transport.Op, results []transp
 		}
 	}
 	return first
+}
+
+// lateResend relabels the ops of a resend (after MOVED, ASK or TRYAGAIN)
+// that their node's transport did not send because the deadline had passed
+// (transport.ErrNotSent). That error tells the engine no master saw the op
+// and the lateness was this process's, and the engine retries such an
+// acquire without counting the attempt; but a node did see these in an
+// earlier round, and the deadline went on the cluster's round trips (the
+// redirect, the slot-map refresh before the resend). They failed for want
+// of an answer in time, as ops a master did not answer.
+func (t *Transport) lateResend(parts []*part, results []transport.Result) {
+	for _, p := range parts {
+		for _, i := range p.idx {
+			if err := results[i].Err; err != nil && errors.Is(err, transport.ErrNotSent) {
+				results[i].Err = fmt.Errorf("%s: resent after a redirect, too late (%v): %w", t.name, err, context.DeadlineExceeded)
+			}
+		}
+	}
 }
 
 // mayTryAgain: another TRYAGAIN retry, after delay, fits before ctx's
