@@ -96,6 +96,7 @@ type Call struct {
 	sent      time.Time // the earliest send time of this phase's grants (acquire, extend)
 	stale     int       // this attempt's ops dropped as stale in a node's queue
 	uncounted int       // attempts retried for overload: not counted against MaxAttempts
+	resent    int       // releases sent again after transport.ErrNotSent (resendUnsent)
 	granted   int
 	refused   int
 	failed    int

@@ -245,6 +245,9 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 	if rep.req.seq != call.seq || call.phase == phaseDone || call.phase == phaseWaiting || call.phase == phaseQueued || call.phase == phaseCleaning {
 		return // a late reply to an attempt already decided
 	}
+	if c.resendUnsent(ctx, call, node, rep) {
+		return
+	}
 	call.replied++
 	call.answered |= 1 << node
 	switch {
