@@ -212,3 +212,59 @@ func TestSilentMastersAreUnreachable(t *testing.T) {
 		_ = l.Unlock(ctx)
 	})
 }
+
+// slowFence times out (its master silent past the deadline) on the first
+// batch that carries a fencing write-back, and is healthy otherwise.
+type slowFence struct {
+	transport.Transport
+	fired atomic.Bool
+}
+
+func (m *slowFence) Capabilities() transport.Capabilities {
+	return transport.CapabilitiesOf(m.Transport)
+}
+
+func (m *slowFence) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
+	for _, op := range ops {
+		if op.Kind == transport.RaiseFence && m.fired.CompareAndSwap(false, true) {
+			<-ctx.Done()
+			return transport.Fail(res, ctx.Err())
+		}
+	}
+	return m.Transport.Do(ctx, ops, res)
+}
+
+// The same for a fenced TryLock's second round trip: three masters that
+// granted the SET are slow to confirm the token. The attempt is overload,
+// retried (its token then larger), not unreachable masters.
+func TestSlowFenceWriteBackIsLatency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, ts := memoryMasters(5)
+		for i := range 3 {
+			ts[i] = &slowFence{Transport: ts[i]}
+		}
+		e, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine(), api.WithMasterTimeout(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		ctx := context.Background()
+		l, err := e.TryLock(ctx, "slow-fence", api.WithFencing(true))
+		if err != nil {
+			t.Fatalf("fenced TryLock whose write-back three healthy masters confirmed late: %v (unreachable: %v); want the lock from a retry",
+				err, errors.Is(err, api.ErrQuorumUnreachable))
+		}
+		if l.Token() < 2 {
+			t.Fatalf("token %d: the retry's increments should have given at least 2", l.Token())
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		for i, m := range ms {
+			if m.Len() != 0 {
+				t.Fatalf("master %d holds %d keys after Unlock", i, m.Len())
+			}
+		}
+	})
+}
