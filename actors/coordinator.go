@@ -319,9 +319,10 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 			if call.failed > n-c.quorum {
 				sentinel = api.ErrQuorumUnreachable
 			}
-			if call.stale > 0 && call.phase == phaseAcquiring && call.failed-call.stale <= n-c.quorum {
+			if call.stale > 0 && (call.phase == phaseAcquiring || call.phase == phaseFencing) && call.failed-call.stale <= n-c.quorum {
 				// Overload, not failure: without the ops that waited
-				// past queueLimit in the nodes' queues, the masters'
+				// past queueLimit in the nodes' queues, or met slow
+				// masters (slow.go; the SET's or the write-back's), the masters'
 				// answers did not rule a grant out. The attempt does
 				// not count: it is retried, and the wait shows as
 				// latency, never as unreachable masters. (attempts
