@@ -185,6 +185,9 @@ type opRequest struct {
 	// generation (leftovers.gen) it covers, not an attempt's seq, and its
 	// reply counts whatever the call's phase.
 	cleanup bool
+	// resent marks a release sent again to a master that was slow
+	// (coordinator.resendSlow).
+	resent bool
 }
 
 // reply is one master's answer to one opRequest.

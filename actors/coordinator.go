@@ -52,10 +52,10 @@ const cleanupMaxWait = time.Second
 var errOwnLeftover = errors.New("refused, possibly by this call's own earlier attempt whose release did not get through")
 
 // errOverloaded is the cause of an attempt retried because its ops waited
-// past queueLimit in the node queues: it is what a call cancelled after such
+// past queueLimit in the node queues, or its masters were slow (slow.go): it is what a call cancelled after such
 // an attempt reports as its last attempt's outcome, and it is neither
 // "taken" nor "unreachable".
-var errOverloaded = errors.New("overloaded: the attempt waited too long in the node queues and was retried")
+var errOverloaded = errors.New("overloaded: the attempt waited too long in the node queues, or its masters answered late, and was retried")
 
 // waitQueue is the local line for one key (README, "Lock lifetime"): one contender runs
 // attempts, the others wait their turn, first come first served.
@@ -253,8 +253,8 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 	switch {
 	case rep.res.Err != nil:
 		call.failed++
-		if rep.res.Err == errStale {
-			call.stale++
+		if rep.res.Err == errStale || isSlow(rep.res.Err) {
+			call.stale++ // overload, not failure (slow.go)
 		}
 		if call.errs == nil {
 			call.errs = make([]error, len(c.nodes))
@@ -267,6 +267,11 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 		if (call.phase == phaseAcquiring || call.phase == phaseExtending) && (call.sent.IsZero() || rep.sent.Before(call.sent)) {
 			call.sent = rep.sent
 		}
+	case rep.req.resent:
+		// A release sent again after a slow master's timeout: its refusal
+		// may be the first release's work (resendSlow).
+		call.granted++
+		call.grants |= 1 << node
 	case call.phase == phaseAcquiring && call.left != nil && call.left.mask&(1<<node) != 0:
 		// The release sent before this SET did not get through (its
 		// reply, sent first, would have cleared the bit): the key that
@@ -289,6 +294,10 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 			from, now := call.from(), time.Now()
 			v := call.TTL - now.Sub(from) - call.Drift
 			switch {
+			case v <= 0 && c.tooLate(call, now):
+				// The masters answered: overload, retried uncounted.
+				call.uncounted++
+				c.failAttempt(ctx, call, errOverloaded, "a majority granted, but too late: the validity was used up")
 			case v <= 0:
 				c.failAttempt(ctx, call, api.ErrQuorumUnreachable, "a majority granted, but too late: the validity was used up")
 			case call.phase == phaseAcquiring && call.Fenced:
@@ -313,9 +322,10 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 			if call.failed > n-c.quorum {
 				sentinel = api.ErrQuorumUnreachable
 			}
-			if call.stale > 0 && call.phase == phaseAcquiring && call.failed-call.stale <= n-c.quorum {
+			if call.stale > 0 && (call.phase == phaseAcquiring || call.phase == phaseFencing) && call.failed-call.stale <= n-c.quorum {
 				// Overload, not failure: without the ops that waited
-				// past queueLimit in the nodes' queues, the masters'
+				// past queueLimit in the nodes' queues, or met slow
+				// masters (slow.go; the SET's or the write-back's), the masters'
 				// answers did not rule a grant out. The attempt does
 				// not count: it is retried, and the wait shows as
 				// latency, never as unreachable masters. (attempts
@@ -350,7 +360,7 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 	case phaseReleasing:
 		// Wait for every master: "no key left after Unlock" is only true once
 		// each has answered (each answers within the master timeout).
-		if call.replied < n {
+		if call.replied < n || c.resendSlow(ctx, call) {
 			return
 		}
 		switch {

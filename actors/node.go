@@ -44,6 +44,10 @@ type node struct {
 	counts   []int // per-shard reply counts, scratch for deliver
 	q        *quarantine
 	m        *Metrics
+
+	// silentSince: the send of the first batch that timed out since the
+	// master last answered; zero while it answers (slow.go).
+	silentSince time.Time
 }
 
 // batch is one Do call's worth of work; it is also the message the I/O
@@ -166,6 +170,7 @@ func (n *node) worker() {
 // finish vets a returned batch's grants, routes its results and recycles it.
 func (n *node) finish(b *batch) {
 	unsent(b)
+	n.hear(b)
 	n.q.vet(n, b)
 	n.m.returned(n.index, b, len(n.queue))
 	n.deliver(b.reqs, b.res, b.sent)

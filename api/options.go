@@ -27,8 +27,20 @@ type Options struct {
 	// masters; drift = TTL*DriftFactor + 2ms. Default 0.01.
 	DriftFactor float64
 	// MasterTimeout bounds how long one master may take to answer one
-	// operation; a dead or paused master costs at most this much. It should
-	// be small next to TTL. Default 100ms. Engine-wide.
+	// operation before that answer stops counting. It should be small next
+	// to TTL. Default 100ms. Engine-wide.
+	//
+	// A timeout is not yet a failure: a master that answers nothing within
+	// it is slow (overload: the attempt is retried without counting
+	// against MaxAttempts, an Unlock's release is sent again, and the
+	// caller sees latency, or its context's error) until it has been silent,
+	// while the engine waited on it, for the lock's TTL; then it is down,
+	// and each further timeout on it fails at once, until it answers again.
+	// A master whose connection is refused or reset is down at once. So a
+	// master that vanishes without a reset (a partition, a paused process)
+	// costs the first call that meets it up to a TTL, and later calls a
+	// master timeout each (ARCHITECTURE.md, "A slow master is not a down
+	// master").
 	MasterTimeout time.Duration
 	// Retry shapes how Lock retries a failed attempt.
 	Retry Retry

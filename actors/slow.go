@@ -1,0 +1,148 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/quorumlock/redlock/transport"
+)
+
+// Slow masters (admission control: overload is latency, ARCHITECTURE.md).
+//
+// When a batch times out, the engine cannot tell a master that is alive but
+// slow (starved of CPU, as on a loaded machine, and answering later) from
+// one that is gone without a reset (a partition, a paused process): neither
+// has said anything yet. It can tell them apart by what comes next: a slow
+// master answers again, a gone one stays silent. So a node times its
+// master's silence, from the send of the first batch that timed out since
+// the master last gave a definite answer, and a timeout counts as a failure
+// only once that silence reaches the call's TTL (silenceLimit). Before
+// that the op is slow: the coordinator retries an acquire without counting
+// the attempt (as for one that waited past its limit in a queue) and sends
+// an unconfirmed release again, so that an overloaded master costs latency,
+// until the caller's context ends, and never ErrQuorumUnreachable. A master
+// whose connection is refused or reset fails at once as before
+// (transport.ErrUnavailable is not a timeout), and one silent for a TTL is
+// down: from then on each timeout on it counts at once, so only the first
+// call after a master vanished pays the wait, and the master is up again
+// with its first answer.
+//
+// Safety does not depend on any of this: a slow acquire is a failed op to
+// the quorum count and to the cleanup (its SET may land later, so its
+// master is released like any other after a failed attempt), and a grant's
+// validity counts from its batch's send whatever happened before.
+
+// slowError is a timeout of a master that is not known to be down.
+type slowError struct {
+	err    error
+	silent time.Duration
+}
+
+func (e *slowError) Error() string {
+	return fmt.Sprintf("slow (silent for %v, under the TTL it takes to count as down: overload, retried): %v", e.silent.Round(time.Millisecond), e.err)
+}
+
+func (e *slowError) Unwrap() error { return e.err }
+
+func isSlow(err error) bool {
+	_, ok := err.(*slowError)
+	return ok
+}
+
+// silenceLimit is how long a master may stay silent, while the engine waits
+// on it, before its timeouts count as failures for call: the call's TTL.
+// Within it a slow master's answer can still serve the call (an acquire's
+// SET may wait in a node's queue as long, queueLimit); a master that said
+// nothing for a whole TTL holds none of the call's keys any more.
+func silenceLimit(call *Call) time.Duration { return call.TTL }
+
+// timedOut reports whether err is a master's silence: the batch's deadline
+// passed with no answer. Not a refused or broken connection (down, at
+// once), and not a batch never sent (the client's lateness, which says
+// nothing about the master).
+func timedOut(err error) bool {
+	return err != nil && err != errStale && errors.Is(err, context.DeadlineExceeded) &&
+		!errors.Is(err, transport.ErrNotSent) && !errors.Is(err, transport.ErrUnavailable)
+}
+
+// hear updates the node's view of its master's silence from a returned
+// batch, and marks the batch's timed-out acquires and releases slow while
+// that silence is under their call's limit.
+func (n *node) hear(b *batch) {
+	for i := range b.res {
+		if b.res[i].Err == nil {
+			n.silentSince = time.Time{} // it answers
+			return
+		}
+	}
+	var now time.Time
+	for i, r := range b.reqs {
+		err := b.res[i].Err
+		if !timedOut(err) {
+			continue
+		}
+		if now.IsZero() {
+			now = time.Now()
+			if n.silentSince.IsZero() {
+				n.silentSince = b.sent
+			}
+		}
+		if !r.reply || r.cleanup || !(r.call.Kind == Acquire || r.call.Kind == Release) {
+			continue
+		}
+		if silent := now.Sub(n.silentSince); silent < silenceLimit(r.call) {
+			b.res[i].Err = &slowError{err: err, silent: silent}
+		}
+	}
+}
+
+// resendSlow is the release's part: once every master answered an
+// Unlock's release and the outcome hangs on masters that were slow, it
+// sends the release again to those, keeping the other answers, and reports
+// true. A master's refusal of a release sent again counts as released: the
+// release it was sent first, and applied late, may be what deleted the key.
+func (c *coordinator) resendSlow(ctx actor.Context, call *Call) bool {
+	if call.granted >= c.quorum || call.granted+call.failed < c.quorum || call.errs == nil {
+		return false
+	}
+	var mask uint64
+	for i, err := range call.errs {
+		if isSlow(err) {
+			mask |= 1 << i
+			call.errs[i] = nil
+			call.failed--
+			call.replied--
+		}
+	}
+	if mask == 0 {
+		return false
+	}
+	call.answered &^= mask
+	r := &opRequest{
+		call:   call,
+		hash:   call.hash,
+		seq:    call.seq,
+		op:     transport.Op{Kind: call.Mode.release(), Key: call.Key, Keys: call.Keys, Value: call.Value},
+		shard:  c.shard,
+		reply:  true,
+		resent: true,
+	}
+	for i, pid := range c.nodes {
+		if mask&(1<<i) != 0 {
+			ctx.Send(pid, r)
+		}
+	}
+	return true
+}
+
+// tooLate reports whether a majority's grant came too late for validity
+// because of overload: the round trip outlived the master timeout, which
+// only a reply read late (the transport's late-reply wait) or a backlog in
+// this process can do. A TTL too short for one round trip within the
+// master timeout stays a failure, or such a call would retry for ever.
+func (c *coordinator) tooLate(call *Call, now time.Time) bool {
+	return now.Sub(call.from()) > c.masterTimeout
+}
