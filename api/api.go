@@ -62,7 +62,13 @@ type Locker interface {
 	// A key is 1 to 1024 bytes and must not start with "redlock-fence:",
 	// the prefix of the fencing counters.
 	Lock(ctx context.Context, key string, opts ...LockOption) (Lock, error)
-	// TryLock makes exactly one attempt.
+	// TryLock makes exactly one attempt that the masters decide: it
+	// returns ErrNotAcquired when a majority refused, without waiting for
+	// the holder. An attempt spoiled by overload (an op that waited past
+	// its time in this process's queues, or masters slow to answer, see
+	// Options.MasterTimeout) is not one the masters decided, and is tried
+	// again after a backoff, for as long as ctx allows: give ctx a
+	// deadline to bound TryLock's wait under overload.
 	TryLock(ctx context.Context, key string, opts ...LockOption) (Lock, error)
 	// LockAll takes several keys (1 to 64, each listed once) as one lock,
 	// all or nothing: on each master either every key is set or none is.
