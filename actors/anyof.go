@@ -117,6 +117,7 @@ func (c *coordinator) tryWindow(ctx actor.Context, call *Call) {
 	for _, k := range a.kids {
 		c.active[k] = struct{}{}
 	}
+	c.calls.Store(int32(len(c.active)))
 	for _, k := range a.kids {
 		c.attempt(ctx, k)
 	}

@@ -110,7 +110,7 @@ func Start(cfg Config) (*Cluster, error) {
 	}
 	for i := range coords {
 		co := &coordinator{shard: int32(i), nodes: c.nodes, coords: coords, names: cfg.Names, quorum: c.quorum, masterTimeout: cfg.MasterTimeout, m: cfg.Metrics}
-		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return co }, actor.WithMailbox(newCoordinatorMailbox)), fmt.Sprintf("coordinator-%d", i))
+		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return co }, actor.WithMailbox(func() actor.Mailbox { return loneCallMailbox(co) })), fmt.Sprintf("coordinator-%d", i))
 		if err != nil {
 			c.stopAll()
 			return nil, fmt.Errorf("redlock: spawning coordinator %d: %w", i, err)

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -39,6 +40,9 @@ type coordinator struct {
 	// semQueues are the local lines of semaphores, by name: apart from
 	// queues, so that a semaphore and a lock may share a name.
 	semQueues map[string]*waitQueue
+
+	// calls is len(active), for the mailbox (lonecall.go).
+	calls atomic.Int32
 }
 
 // cleanupMaxWait caps the delay between background cleanups of one call
@@ -111,6 +115,7 @@ func (c *coordinator) Receive(ctx actor.Context) {
 
 func (c *coordinator) start(ctx actor.Context, call *Call) {
 	c.active[call] = struct{}{}
+	c.calls.Store(int32(len(c.active)))
 	switch call.Kind {
 	case Acquire, AcquireAny:
 		if call.Queue {
@@ -478,6 +483,7 @@ func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
 	call.phase = phaseDone
 	call.Err = err
 	delete(c.active, call)
+	c.calls.Store(int32(len(c.active)))
 	close(call.done)
 	if call.Mode == Writer && err != nil && call.attempts > 0 && !c.closing {
 		c.giveUp(ctx, call)
