@@ -836,6 +836,7 @@ func (l *lock) extend(ctx context.Context, auto bool) error {
 	call := actors.NewCall(actors.Extend, "extend", l.key, l.value, l.ttl, l.drift)
 	call.Keys = l.keys
 	call.Mode = l.mode
+	call.Until = until
 	if err := l.e.run(ctx, call); err != nil {
 		// The masters would not confirm: past its current validity nobody
 		// can vouch for the lock, and a majority may already have dropped it.
