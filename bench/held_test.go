@@ -130,6 +130,8 @@ func runHeld(b *testing.B, nodes []string, n int) {
 	wg.Wait()
 	take := time.Since(start)
 	probe.mark("first round")
+	stopHogs := startHogs(b)
+	defer stopHogs()
 	runtime.GC()
 	runtime.ReadMemStats(&ms1)
 	untaken := failed.Load()
@@ -256,6 +258,7 @@ func runHeld(b *testing.B, nodes []string, n int) {
 	b.Logf("%d locks, ttl %v, extension period %v; all first extensions done %v after the start; window %v: %d extensions in it (%.2f per live lock), %d lost",
 		n, ttl, period, after.Round(time.Millisecond), window.Round(time.Millisecond), ext, float64(ext)/float64(max(1, n-int(untaken)-lost)), lost)
 
+	stopHogs()
 	// Release them all, so that later benchmarks meet clean masters.
 	next.Store(0)
 	for range lockers {

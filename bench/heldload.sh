@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # bench/heldload.sh: BenchmarkHeld under a set CPU load (BENCHMARKS.md,
-# "Held locks under load"). For each number of hogs in HOGS it starts that
-# many `while :; do :; done` shells, measures the CPU a two-thread process
-# gets beside them (bench/cmd/cpushare), runs BenchmarkHeld once per test
-# binary in BINS (alternated: one run of each, in order), and stops the hogs
-# by pid. The benchmark starts its own five redis-server processes.
+# "Held locks under load"). For each number of hogs in HOGS and each test
+# binary in BINS (alternated: one run of each, in order) it measures the CPU
+# a two-thread process gets beside that many `while :; do :; done` shells
+# (bench/cmd/cpushare; the hogs stopped by pid after), then runs
+# BenchmarkHeld once with REDLOCK_BENCH_HELD_HOGS, which starts as many hogs
+# once the locks are taken and stops them before releasing. The benchmark
+# starts its own five redis-server processes.
 #
 # Usage: BINS="old=/tmp/old.test new=/tmp/new.test" HOGS="0 8 16" HELD=100000 bench/heldload.sh
 # Build each binary with `go test -c -o X.test ./bench` in its tree.
@@ -34,26 +36,27 @@ stop_hogs() {
 }
 trap stop_hogs EXIT INT TERM
 for h in $HOGS; do
-	for ((i = 0; i < h; i++)); do
-		sh -c 'while :; do :; done' &
-		hogs+=($!)
-	done
-	sleep 2
 	for ((r = 0; r < ROUNDS; r++)); do
 		for nb in $BINS; do
 			name=${nb%%=*}
 			bin=${nb#*=}
 			f="$OUT/held-$name-hogs$h-r$r.txt"
-			{
-				echo "# $name hogs=$h held=$HELD start $(date -u +%H:%M:%S) load $(cut -d' ' -f1 /proc/loadavg)"
-				echo "# cpushare $("$OUT/cpushare" -d 3s)"
-			} >"$f"
-			(cd bench && env REDLOCK_BENCH_HELD=$HELD ${METRICS:+REDLOCK_BENCH_HELD_METRICS=1} \
+			# The CPU a two-thread process gets beside h hogs, measured now
+			# (the machine's other load moves it), then the run, whose hogs
+			# the benchmark itself starts once the locks are taken.
+			for ((i = 0; i < h; i++)); do
+				sh -c 'while :; do :; done' &
+				hogs+=($!)
+			done
+			sleep 1
+			share=$("$OUT/cpushare" -d 3s)
+			stop_hogs
+			echo "# $name hogs=$h held=$HELD start $(date -u +%H:%M:%S) load $(cut -d' ' -f1 /proc/loadavg); cpushare beside the hogs: $share" >"$f"
+			(cd bench && env REDLOCK_BENCH_HELD=$HELD REDLOCK_BENCH_HELD_HOGS=$h ${METRICS:+REDLOCK_BENCH_HELD_METRICS=1} \
 				"$bin" -test.run '^$' -test.bench BenchmarkHeld -test.benchtime 1x -test.timeout 30m) >>"$f" 2>&1 || true
 			echo "# end $(date -u +%H:%M:%S) load $(cut -d' ' -f1 /proc/loadavg)" >>"$f"
 			echo "== $f"
-			grep -E '^Benchmark|^# ' "$f" || true
+			grep -E '^Benchmark|^# |lost locks|timer lateness|over the run' "$f" || true
 		done
 	done
-	stop_hogs
 done

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -225,4 +227,43 @@ func (h *heldMetrics) report(b *testing.B, from, to, end heldSnap) {
 	b.ReportMetric(end.batchMax*1e3, "batch-rtt-max-ms")
 	b.Logf("over the run: %d batches, mean round trip %.1f ms, max %.1f ms; extension attempts by outcome: %v",
 		end.batches, end.batchSum/float64(max(1, end.batches))*1e3, end.batchMax*1e3, end.extensions)
+}
+
+// heldHogsEnv, when set to N, makes BenchmarkHeld start N CPU hogs (`sh -c
+// 'while :; do :; done'`) once the locks are taken and stop them (by pid)
+// before it releases them: the load falls on the extensions alone, not on
+// the taking, whose own slowness under load would otherwise expire locks
+// before their first extension was due.
+const heldHogsEnv = "REDLOCK_BENCH_HELD_HOGS"
+
+// startHogs starts heldHogsEnv's hogs and returns what stops them.
+func startHogs(b *testing.B) (stop func()) {
+	s := os.Getenv(heldHogsEnv)
+	if s == "" {
+		return func() {}
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		b.Fatalf("%s=%q: want a number of hogs", heldHogsEnv, s)
+	}
+	var procs []*exec.Cmd
+	stop = func() {
+		for _, p := range procs {
+			_ = p.Process.Kill()
+		}
+		for _, p := range procs {
+			_ = p.Wait()
+		}
+		procs = nil
+	}
+	for range n {
+		c := exec.Command("sh", "-c", "while :; do :; done")
+		if err := c.Start(); err != nil {
+			stop()
+			b.Fatal(err)
+		}
+		procs = append(procs, c)
+	}
+	b.Logf("%d CPU hogs started after the take", n)
+	return stop
 }
