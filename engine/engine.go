@@ -51,6 +51,8 @@ type Engine struct {
 	closed   atomic.Bool
 	closedAt time.Time
 	obs      *obs
+	// autoSlots bounds the auto-extensions out at once (autoslots.go).
+	autoSlots chan struct{}
 }
 
 var _ api.Locker = (*Engine)(nil)
