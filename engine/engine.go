@@ -242,7 +242,7 @@ func start(ts []transport.Transport, o api.Options) (*Engine, error) {
 		_ = ob.m.Close()
 		return nil, newErr(err)
 	}
-	return &Engine{opts: o, cluster: cl, transports: ts, names: names, lacking: lacking, live: make(map[*lock]struct{}), obs: ob}, nil
+	return &Engine{opts: o, cluster: cl, transports: ts, names: names, lacking: lacking, live: make(map[*lock]struct{}), obs: ob, autoSlots: newAutoSlots(o)}, nil
 }
 
 // refuse says why a feature that needs capability c cannot be used over
@@ -696,6 +696,10 @@ func (l *lock) tick() {
 		l.done = make(chan struct{}) // autoExtend's context ends with it
 	}
 	l.sig.Unlock()
+	if !l.takeSlot() {
+		return // the lock ended while it waited (autoslots.go)
+	}
+	defer l.freeSlot()
 	if !l.mu.TryLock() {
 		// The user's Extend or Unlock has the handle. Unlock ends the lock;
 		// Extend re-arms the timer once it has let go of mu, so a failed one
