@@ -34,7 +34,8 @@ stop_hogs() {
 	for p in "${hogs[@]}"; do wait "$p" 2>/dev/null || true; done
 	hogs=()
 }
-trap stop_hogs EXIT INT TERM
+trap stop_hogs EXIT
+trap 'stop_hogs; exit 1' INT TERM
 for h in $HOGS; do
 	for ((r = 0; r < ROUNDS; r++)); do
 		for nb in $BINS; do
