@@ -76,6 +76,10 @@ type Call struct {
 	Sem string
 	// Permits is the semaphore's number of slots (AcquireAny).
 	Permits int
+	// Until is an extension's lock's validity end, if known: past it the
+	// lock is lost whatever the masters say, so its ops still queued then
+	// are dropped unsent (expires).
+	Until time.Time
 
 	// Result, valid once Done is closed.
 	Err      error
@@ -178,7 +182,7 @@ type opRequest struct {
 	hash     uint64 // of the key, for the node's in-flight table
 	seq      uint64
 	op       transport.Op
-	deadline time.Time // acquires only (see acquires): not worth sending after this
+	deadline time.Time // acquires and extensions (expires): not worth sending after this
 	shard    int32
 	reply    bool // false: the sender wants no reply
 	// cleanup marks a release of what ended attempts left; its seq is the

@@ -235,6 +235,8 @@ func (c *coordinator) send(ctx actor.Context, call *Call, kind transport.OpKind,
 	}
 	if acquires(kind) {
 		r.deadline = call.t1.Add(c.queueLimit(call))
+	} else if call.Kind == Extend {
+		r.deadline = call.Until
 	}
 	for _, pid := range c.nodes {
 		ctx.Send(pid, r)

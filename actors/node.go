@@ -201,7 +201,7 @@ func (n *node) flush() {
 				keep = append(keep, r)
 				continue
 			}
-			if acquires(r.op.Kind) {
+			if expires(r) {
 				if now.IsZero() {
 					now = time.Now()
 				}

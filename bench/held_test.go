@@ -83,7 +83,8 @@ func runHeld(b *testing.B, nodes []string, n int) {
 	)
 	period := max(10*time.Second, time.Duration(float64(n)/maxRate*float64(time.Second)))
 	ttl := time.Duration(float64(period) / share)
-	e, err := engine.New(nodes, api.WithoutRestartQuarantine(), api.WithTTL(ttl), api.WithAutoExtend(share))
+	hm, mopts := newHeldMetrics(b)
+	e, err := engine.New(nodes, append(mopts, api.WithoutRestartQuarantine(), api.WithTTL(ttl), api.WithAutoExtend(share))...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -100,6 +101,8 @@ func runHeld(b *testing.B, nodes []string, n int) {
 	runtime.ReadMemStats(&ms0)
 	b.ResetTimer()
 	start := time.Now()
+	probe := startTimerProbe("take")
+	defer probe.stop()
 	var (
 		next   atomic.Int64
 		failed atomic.Int64
@@ -126,6 +129,9 @@ func runHeld(b *testing.B, nodes []string, n int) {
 	}
 	wg.Wait()
 	take := time.Since(start)
+	probe.mark("first round")
+	stopHogs := startHogs(b)
+	defer stopHogs()
 	runtime.GC()
 	runtime.ReadMemStats(&ms1)
 	untaken := failed.Load()
@@ -167,6 +173,7 @@ func runHeld(b *testing.B, nodes []string, n int) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	after := time.Since(start)
+	probe.mark("gap")
 	u0 := make([]time.Time, n)
 	// The extensions come in rounds, one per lock a period apart (a little
 	// less: the validity each counts from lost the drift allowance; more
@@ -189,12 +196,17 @@ func runHeld(b *testing.B, nodes []string, n int) {
 	// holding n locks costs meanwhile (timers, the collector walking their
 	// heap), which is what a holder pays.
 	stopProfile := profileWindow(b, n)
+	probe.mark("window")
+	m0 := hm.snap(b)
 	cost0 := bench.ReadCost()
 	w0 := time.Now()
 	time.Sleep(period)
 	window := time.Since(w0)
 	cost := bench.ReadCost().Sub(cost0)
+	m1 := hm.snap(b)
+	probe.mark("after")
 	stopProfile()
+	u1 := make([]time.Time, n)
 	var ext, lost int
 	lostWhy := map[string]int{}
 	for i, l := range locks {
@@ -217,6 +229,7 @@ func runHeld(b *testing.B, nodes []string, n int) {
 			lostWhy[why]++
 			continue
 		}
+		u1[i] = l.Until()
 		// Each extension moves Until on by the time since the one before:
 		// a period, give or take the drift allowance and the client's lag.
 		ext += int(math.Round(float64(l.Until().Sub(u0[i])) / float64(period)))
@@ -239,9 +252,13 @@ func runHeld(b *testing.B, nodes []string, n int) {
 	b.ReportMetric(after.Seconds(), "first-ext-s")
 	b.ReportMetric(float64(lost), "lost")
 	b.ReportMetric(float64(untaken), "untaken")
+	probe.report(b, "window")
+	reportLags(b, sendLags(u0, u1, locks, period, ttl, share))
+	hm.report(b, m0, m1, hm.snap(b))
 	b.Logf("%d locks, ttl %v, extension period %v; all first extensions done %v after the start; window %v: %d extensions in it (%.2f per live lock), %d lost",
 		n, ttl, period, after.Round(time.Millisecond), window.Round(time.Millisecond), ext, float64(ext)/float64(max(1, n-int(untaken)-lost)), lost)
 
+	stopHogs()
 	// Release them all, so that later benchmarks meet clean masters.
 	next.Store(0)
 	for range lockers {

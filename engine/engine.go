@@ -51,6 +51,8 @@ type Engine struct {
 	closed   atomic.Bool
 	closedAt time.Time
 	obs      *obs
+	// autoSlots bounds the auto-extensions out at once (autoslots.go).
+	autoSlots chan struct{}
 }
 
 var _ api.Locker = (*Engine)(nil)
@@ -240,7 +242,7 @@ func start(ts []transport.Transport, o api.Options) (*Engine, error) {
 		_ = ob.m.Close()
 		return nil, newErr(err)
 	}
-	return &Engine{opts: o, cluster: cl, transports: ts, names: names, lacking: lacking, live: make(map[*lock]struct{}), obs: ob}, nil
+	return &Engine{opts: o, cluster: cl, transports: ts, names: names, lacking: lacking, live: make(map[*lock]struct{}), obs: ob, autoSlots: newAutoSlots(o)}, nil
 }
 
 // refuse says why a feature that needs capability c cannot be used over
@@ -694,6 +696,10 @@ func (l *lock) tick() {
 		l.done = make(chan struct{}) // autoExtend's context ends with it
 	}
 	l.sig.Unlock()
+	if !l.takeSlot() {
+		return // the lock ended while it waited (autoslots.go)
+	}
+	defer l.freeSlot()
 	if !l.mu.TryLock() {
 		// The user's Extend or Unlock has the handle. Unlock ends the lock;
 		// Extend re-arms the timer once it has let go of mu, so a failed one
@@ -836,6 +842,7 @@ func (l *lock) extend(ctx context.Context, auto bool) error {
 	call := actors.NewCall(actors.Extend, "extend", l.key, l.value, l.ttl, l.drift)
 	call.Keys = l.keys
 	call.Mode = l.mode
+	call.Until = until
 	if err := l.e.run(ctx, call); err != nil {
 		// The masters would not confirm: past its current validity nobody
 		// can vouch for the lock, and a majority may already have dropped it.

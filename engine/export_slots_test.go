@@ -1,0 +1,5 @@
+package engine
+
+// SetAutoSlots sets how many auto-extensions may be out at once; call it
+// before any lock is taken.
+func SetAutoSlots(e *Engine, n int) { e.autoSlots = make(chan struct{}, n) }
