@@ -483,13 +483,21 @@ func (e *Engine) run(ctx context.Context, call *actors.Call) error {
 	if err := e.cluster.Submit(call); err != nil {
 		return &api.Error{Op: call.Op, Key: call.Key, Err: err}
 	}
-	select {
-	case <-call.Done():
-	case <-ctx.Done():
-		e.cluster.Cancel(call, ctx.Err())
-		// The call may have finished before the cancel arrived; its result
-		// (a lock the caller now holds, say) is the truth, so wait for it.
+	if ctx.Done() == nil {
+		// A context that never ends (Background, TODO): a plain receive,
+		// where a select of two cases took 4 % of a lock cycle's CPU at
+		// 256 lockers on the memory masters.
 		<-call.Done()
+	} else {
+		select {
+		case <-call.Done():
+		case <-ctx.Done():
+			e.cluster.Cancel(call, ctx.Err())
+			// The call may have finished before the cancel arrived; its
+			// result (a lock the caller now holds, say) is the truth, so
+			// wait for it.
+			<-call.Done()
+		}
 	}
 	e.obs.m.Attempted(call)
 	return call.Err
