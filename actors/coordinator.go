@@ -26,7 +26,7 @@ type coordinator struct {
 	self    *actor.PID
 	sched   *scheduler.TimerScheduler
 	seq     uint64
-	active  map[*Call]struct{}
+	active  activeCalls           // calls not finished yet (active.go)
 	queues  map[string]*waitQueue // keys with a local contender
 	closing bool
 	m       *Metrics
@@ -90,27 +90,22 @@ func (c *coordinator) Receive(ctx actor.Context) {
 	case *actor.Started:
 		c.self = ctx.Self()
 		c.sched = scheduler.NewTimerScheduler(ctx)
-		c.active = make(map[*Call]struct{})
 		c.queues = make(map[string]*waitQueue)
 		c.pending = make(map[*Call]struct{})
 	case *closeCalls:
 		c.closing = true
-		for call := range c.active {
-			c.abandon(ctx, call, api.ErrClosed)
-		}
+		c.abandonActive(ctx)
 		c.cleanLast(ctx)
 		close(m.done)
 	case *actor.Stopping:
 		c.closing = true
-		for call := range c.active {
-			c.abandon(ctx, call, api.ErrClosed)
-		}
+		c.abandonActive(ctx)
 		c.cleanLast(ctx)
 	}
 }
 
 func (c *coordinator) start(ctx actor.Context, call *Call) {
-	c.active[call] = struct{}{}
+	c.active.add(call)
 	switch call.Kind {
 	case Acquire, AcquireAny:
 		if call.Queue {
@@ -464,7 +459,7 @@ func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
 	c.m.finished(call, err, len(c.nodes))
 	call.phase = phaseDone
 	call.Err = err
-	delete(c.active, call)
+	c.active.remove(call)
 	close(call.done)
 	if call.Mode == Writer && err != nil && call.attempts > 0 && !c.closing {
 		c.giveUp(ctx, call)
