@@ -178,8 +178,7 @@ func acquires(kind transport.OpKind) bool {
 // opRequest is one operation for the masters. The coordinator sends the same
 // pointer to every node actor; it is read-only once sent.
 type opRequest struct {
-	call     *Call
-	hash     uint64 // of the key, for the node's in-flight table
+	call     *Call // call.hash is the key's, for the node's in-flight table
 	seq      uint64
 	op       transport.Op
 	deadline time.Time // acquires only (see acquires): not worth sending after this

@@ -214,7 +214,6 @@ func (c *coordinator) attempt(ctx actor.Context, call *Call) {
 func (c *coordinator) send(ctx actor.Context, call *Call, kind transport.OpKind, reply bool) {
 	r := &opRequest{
 		call:  call,
-		hash:  call.hash,
 		seq:   call.seq,
 		op:    transport.Op{Kind: kind, Key: call.Key, Keys: call.Keys, Value: call.Value, TTL: call.TTL},
 		shard: c.shard,
@@ -505,7 +504,6 @@ func (c *coordinator) leave(ctx actor.Context, call *Call) {
 func (c *coordinator) release(ctx actor.Context, call *Call, mask uint64) {
 	r := &opRequest{
 		call:    call,
-		hash:    call.hash,
 		seq:     uint64(call.left.gen),
 		op:      transport.Op{Kind: call.Mode.cleanup(), Key: call.Key, Keys: call.Keys, Value: call.Value},
 		shard:   c.shard,

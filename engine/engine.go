@@ -531,9 +531,10 @@ type lock struct {
 	drift  time.Duration
 	maxExt int
 	token  int64
-	mode   actors.Mode // a mutex, or a read-write lock's reader or writer
-	auto   float64     // auto-extension share of validity, 0 for off
+	auto   float64 // auto-extension share of validity, 0 for off
 	vbuf   [valueLen]byte
+	// mode fills a byte of vbuf's word: 288 bytes, a size class below 320.
+	mode actors.Mode // a mutex, or a read-write lock's reader or writer
 
 	mu       sync.Mutex // serialises Extend and Unlock of one handle
 	extended int        // written under mu and sig, so either guards a read
