@@ -115,7 +115,7 @@ func (c *coordinator) tryWindow(ctx actor.Context, call *Call) {
 	// on replies, never inside attempt, so none finishes before the loop
 	// ends, but Close must see all of them.
 	for _, k := range a.kids {
-		c.active[k] = struct{}{}
+		c.active.add(k)
 	}
 	c.calls.Store(int32(len(c.active)))
 	for _, k := range a.kids {

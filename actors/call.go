@@ -54,14 +54,9 @@ const (
 // answered or the keys must have expired (see coordinator.leave).
 type Call struct {
 	// Request, set by the caller before Submit and read-only afterwards.
-	Kind  CallKind
-	Op    string   // the user-facing name for errors: "lock", "trylock", ...
-	Key   string   // the key, or the first of Keys
-	Keys  []string // a multi-key lock's keys, nil for one key
-	Value string
-	TTL   time.Duration
-	Drift time.Duration
-	Retry api.Retry
+	// The one-byte fields and slot share a word: a Call is 512 bytes, the
+	// top of its allocation size class, so a padded byte can cost 64.
+	Kind CallKind
 	// Fenced asks for a fencing token (single-key acquire only).
 	Fenced bool
 	// Queue makes an acquire wait in the key's local queue: goroutines of
@@ -70,6 +65,16 @@ type Call struct {
 	// Mode is the kind of lock: a mutex (the zero value), a reader or a
 	// writer of a read-write lock (rw.go).
 	Mode Mode
+	// slot is the coordinator's: the call's place in its active set, plus
+	// one (0: not active).
+	slot  int32
+	Op    string   // the user-facing name for errors: "lock", "trylock", ...
+	Key   string   // the key, or the first of Keys
+	Keys  []string // a multi-key lock's keys, nil for one key
+	Value string
+	TTL   time.Duration
+	Drift time.Duration
+	Retry api.Retry
 	// Sem is the semaphore's name: for AcquireAny (whose Key is the name)
 	// and for the Release of a slot, which then wakes the semaphore's
 	// local waiter. Calls with Sem run in the name's shard.
@@ -94,6 +99,7 @@ type Call struct {
 
 	// Coordinator-owned state.
 	phase     phase
+	wake      bool   // a local Unlock of the key came while this attempt was out
 	seq       uint64 // identifies the current attempt; late replies carry an older one
 	attempts  int
 	t1        time.Time
@@ -109,7 +115,6 @@ type Call struct {
 	grants    uint64 // bit i: master i granted in this phase
 	errs      []error
 	token     int64 // the largest token granted in this attempt
-	wake      bool  // a local Unlock of the key came while this attempt was out
 	lastErr   error
 	lastAns   []api.MasterAnswer
 	bo        *backoff.ExponentialBackOff
@@ -178,8 +183,7 @@ func acquires(kind transport.OpKind) bool {
 // opRequest is one operation for the masters. The coordinator sends the same
 // pointer to every node actor; it is read-only once sent.
 type opRequest struct {
-	call     *Call
-	hash     uint64 // of the key, for the node's in-flight table
+	call     *Call // call.hash is the key's, for the node's in-flight table
 	seq      uint64
 	op       transport.Op
 	deadline time.Time // acquires and extensions (expires): not worth sending after this

@@ -27,7 +27,7 @@ type coordinator struct {
 	self    *actor.PID
 	sched   *scheduler.TimerScheduler
 	seq     uint64
-	active  map[*Call]struct{}
+	active  activeCalls           // calls not finished yet (active.go)
 	queues  map[string]*waitQueue // keys with a local contender
 	closing bool
 	m       *Metrics
@@ -94,27 +94,22 @@ func (c *coordinator) Receive(ctx actor.Context) {
 	case *actor.Started:
 		c.self = ctx.Self()
 		c.sched = scheduler.NewTimerScheduler(ctx)
-		c.active = make(map[*Call]struct{})
 		c.queues = make(map[string]*waitQueue)
 		c.pending = make(map[*Call]struct{})
 	case *closeCalls:
 		c.closing = true
-		for call := range c.active {
-			c.abandon(ctx, call, api.ErrClosed)
-		}
+		c.abandonActive(ctx)
 		c.cleanLast(ctx)
 		close(m.done)
 	case *actor.Stopping:
 		c.closing = true
-		for call := range c.active {
-			c.abandon(ctx, call, api.ErrClosed)
-		}
+		c.abandonActive(ctx)
 		c.cleanLast(ctx)
 	}
 }
 
 func (c *coordinator) start(ctx actor.Context, call *Call) {
-	c.active[call] = struct{}{}
+	c.active.add(call)
 	c.calls.Store(int32(len(c.active)))
 	switch call.Kind {
 	case Acquire, AcquireAny:
@@ -224,7 +219,6 @@ func (c *coordinator) attempt(ctx actor.Context, call *Call) {
 func (c *coordinator) send(ctx actor.Context, call *Call, kind transport.OpKind, reply bool) {
 	r := &opRequest{
 		call:  call,
-		hash:  call.hash,
 		seq:   call.seq,
 		op:    transport.Op{Kind: kind, Key: call.Key, Keys: call.Keys, Value: call.Value, TTL: call.TTL},
 		shard: c.shard,
@@ -484,7 +478,7 @@ func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
 	c.m.finished(call, err, len(c.nodes))
 	call.phase = phaseDone
 	call.Err = err
-	delete(c.active, call)
+	c.active.remove(call)
 	c.calls.Store(int32(len(c.active)))
 	close(call.done)
 	if call.Mode == Writer && err != nil && call.attempts > 0 && !c.closing {
@@ -531,7 +525,6 @@ func (c *coordinator) leave(ctx actor.Context, call *Call) {
 func (c *coordinator) release(ctx actor.Context, call *Call, mask uint64) {
 	r := &opRequest{
 		call:    call,
-		hash:    call.hash,
 		seq:     uint64(call.left.gen),
 		op:      transport.Op{Kind: call.Mode.cleanup(), Key: call.Key, Keys: call.Keys, Value: call.Value},
 		shard:   c.shard,

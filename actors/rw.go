@@ -66,7 +66,6 @@ func (m Mode) extend() transport.OpKind {
 func (c *coordinator) giveUp(ctx actor.Context, call *Call) {
 	r := &opRequest{
 		call:  call,
-		hash:  call.hash,
 		op:    transport.Op{Kind: transport.ReleaseShared, Key: call.Key, Value: call.Value},
 		shard: c.shard,
 	}

@@ -123,7 +123,6 @@ func (c *coordinator) resendSlow(ctx actor.Context, call *Call) bool {
 	call.answered &^= mask
 	r := &opRequest{
 		call:   call,
-		hash:   call.hash,
 		seq:    call.seq,
 		op:     transport.Op{Kind: call.Mode.release(), Key: call.Key, Keys: call.Keys, Value: call.Value},
 		shard:  c.shard,

@@ -485,13 +485,21 @@ func (e *Engine) run(ctx context.Context, call *actors.Call) error {
 	if err := e.cluster.Submit(call); err != nil {
 		return &api.Error{Op: call.Op, Key: call.Key, Err: err}
 	}
-	select {
-	case <-call.Done():
-	case <-ctx.Done():
-		e.cluster.Cancel(call, ctx.Err())
-		// The call may have finished before the cancel arrived; its result
-		// (a lock the caller now holds, say) is the truth, so wait for it.
+	if ctx.Done() == nil {
+		// A context that never ends (Background, TODO): a plain receive,
+		// where a select of two cases took 4 % of a lock cycle's CPU at
+		// 256 lockers on the memory masters.
 		<-call.Done()
+	} else {
+		select {
+		case <-call.Done():
+		case <-ctx.Done():
+			e.cluster.Cancel(call, ctx.Err())
+			// The call may have finished before the cancel arrived; its
+			// result (a lock the caller now holds, say) is the truth, so
+			// wait for it.
+			<-call.Done()
+		}
 	}
 	e.obs.m.Attempted(call)
 	return call.Err
@@ -525,9 +533,10 @@ type lock struct {
 	drift  time.Duration
 	maxExt int
 	token  int64
-	mode   actors.Mode // a mutex, or a read-write lock's reader or writer
-	auto   float64     // auto-extension share of validity, 0 for off
+	auto   float64 // auto-extension share of validity, 0 for off
 	vbuf   [valueLen]byte
+	// mode fills a byte of vbuf's word: 288 bytes, a size class below 320.
+	mode actors.Mode // a mutex, or a read-write lock's reader or writer
 
 	mu       sync.Mutex // serialises Extend and Unlock of one handle
 	extended int        // written under mu and sig, so either guards a read

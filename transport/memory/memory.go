@@ -243,19 +243,18 @@ func (m *Master) shard(key string) *shard { return &m.shards[m.shardIndex(key)] 
 // token. The key and value strings are stored as given, not copied: Go
 // strings are immutable, so sharing them is safe and keeps a lock operation
 // free of allocations.
-func (m *Master) apply(op *transport.Op) (bool, int64) {
+func (m *Master) apply(op *transport.Op, now int64) (bool, int64) {
 	if len(op.Keys) > 1 {
-		return m.applyMulti(op), 0
+		return m.applyMulti(op, now), 0
 	}
 	if op.Kind.Shared() {
-		return m.applyShared(op), 0
+		return m.applyShared(op, now), 0
 	}
 	// One key (len(op.Keys) == 1 means Keys[0] == Key, which transport.Check
 	// ensured): the single-key path, whose semantics are the same.
 	s := m.shard(op.Key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := monotime()
 	s.tick(now)
 	e, found := s.m[op.Key]
 	live := found && e.expires > now
@@ -313,7 +312,7 @@ func (m *Master) apply(op *transport.Op) (bool, int64) {
 // order Restart takes them in too), so no two callers can deadlock. The
 // shards are a bitmask rather than a sorted slice, which dedups them and
 // keeps the op free of allocations.
-func (m *Master) applyMulti(op *transport.Op) bool {
+func (m *Master) applyMulti(op *transport.Op, now int64) bool {
 	var set uint64
 	for _, k := range op.Keys {
 		set |= 1 << m.shardIndex(k)
@@ -326,7 +325,6 @@ func (m *Master) applyMulti(op *transport.Op) bool {
 			m.shards[bits.TrailingZeros64(b)].mu.Unlock()
 		}
 	}()
-	now := monotime()
 	for b := set; b != 0; b &= b - 1 {
 		m.shards[bits.TrailingZeros64(b)].tick(now)
 	}
@@ -443,6 +441,15 @@ var (
 // checked once, up front: once an op has started it finishes within
 // microseconds, and stopping midway would only turn definite answers into
 // errors.
+//
+// The clock is read once per call, not per op (a clock read was 4 % of the
+// CPU of a lock cycle at 256 lockers): every op of the batch runs as of
+// that instant, which is after the caller sent the batch. So a key set or
+// extended here still lives at least its TTL from the send, the guarantee a
+// lock's validity counts on; an op that runs a little later than the instant
+// can only find a key that expired meanwhile still there (a SET refused, a
+// release or extend of its own value let through, as if the op had run at
+// the instant), never miss a live one.
 func (c *client) Do(ctx context.Context, ops []transport.Op, results []transport.Result) error {
 	if len(results) != len(ops) {
 		return transport.Fail(results, fmt.Errorf("%s: %w: %d ops but %d results",
@@ -454,12 +461,13 @@ func (c *client) Do(ctx context.Context, ops []transport.Op, results []transport
 	if err := ctx.Err(); err != nil {
 		return transport.Fail(results, fmt.Errorf("%s: %w", c.m.name, err))
 	}
+	now := monotime()
 	for i := range ops {
 		if err := transport.Check(&ops[i]); err != nil {
 			results[i] = transport.Result{Err: err}
 			continue
 		}
-		ok, token := c.m.apply(&ops[i])
+		ok, token := c.m.apply(&ops[i], now)
 		results[i] = transport.Result{OK: ok, Token: token}
 	}
 	return nil

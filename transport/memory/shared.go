@@ -82,11 +82,10 @@ func (rd *readers) drop(value string, writer bool) bool {
 
 // applyShared runs a valid read-write op (transport.AcquireShared and the
 // others) on one key.
-func (m *Master) applyShared(op *transport.Op) bool {
+func (m *Master) applyShared(op *transport.Op, now int64) bool {
 	s := m.shard(op.Key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := monotime()
 	s.tick(now)
 	e, found := s.m[op.Key]
 	if found && e.expires <= now {
