@@ -81,6 +81,17 @@ type Grant struct {
 	// after it was set; for a section with no timer, when it began. 0: not
 	// recorded. The evidence starved weighs (starved.go).
 	Due time.Duration `json:"due,omitempty"`
+	// Stall is the holder's process's starvation probe (a timer of its
+	// own, rearmed every few milliseconds) as seen at the section's end:
+	// the probe's wake-up that was pending when the validity ended, due
+	// at StallDue, ran at StallRan (or had not run by the time the
+	// holder looked: StallRan is then that moment, a lower bound).
+	// Recorded only for a section that ended past its validity
+	// unsignalled, and only when such a wake-up was due by ValidUntil and
+	// ran after the section's own timer was due; 0: none. The evidence
+	// starved weighs for sections planned past their validity (starved.go).
+	StallDue time.Duration `json:"stall_due,omitempty"`
+	StallRan time.Duration `json:"stall_ran,omitempty"`
 	// Paused: the fault schedule stopped the holder's process (SIGSTOP)
 	// during the section. A stopped process cannot act on the lost-lock
 	// signal, so overrun does not judge it; what it does after it resumes

@@ -12,6 +12,12 @@ func due(gr Grant, at time.Duration) Grant {
 	return gr
 }
 
+// stall sets the process's probe wake-up pending at g's validity's end.
+func stall(gr Grant, due, ran time.Duration) Grant {
+	gr.StallDue, gr.StallRan = due*ms1, ran*ms1
+	return gr
+}
+
 // An overrun is excused as starvation only when the holder's own timer was
 // due within the validity (so it woke the holder late by at least the
 // overrun); every other overrun stays a violation, and every unsignalled
@@ -37,6 +43,23 @@ func TestStarvedOverruns(t *testing.T) {
 		}}, want: []Kind{Overrun}},
 		{name: "timer due after the validity, woke late too: overrun", h: History{Grants: []Grant{
 			due(g("k", "a", 1, 0, 100, 0, 1, 180), 101),
+		}}, want: []Kind{Overrun}},
+		// Planned past the validity: the process's probe must show the
+		// stall from the validity's end until the section's own timer.
+		{name: "timer due after the validity, probe stalled across it: starved", h: History{Grants: []Grant{
+			stall(due(g("k", "a", 1, 0, 100, 0, 1, 160), 150), 99, 151),
+		}}, starved: 1, detail: "a ran until 160.000ms, 60.000ms past its validity (100.000ms), the lost-lock signal not fired; its own timer due at 150.000ms; the process's probe timer, due at 99.000ms, ran at 151.000ms or later, 52.000ms late"},
+		{name: "probe ran before the section's own timer was due: overrun", h: History{Grants: []Grant{
+			stall(due(g("k", "a", 1, 0, 100, 0, 1, 160), 150), 99, 149),
+		}}, want: []Kind{Overrun}},
+		{name: "probe due after the validity: overrun", h: History{Grants: []Grant{
+			stall(due(g("k", "a", 1, 0, 100, 0, 1, 160), 150), 101, 170),
+		}}, want: []Kind{Overrun}},
+		{name: "no timer, probe stalled until the end: starved", h: History{Grants: []Grant{
+			stall(g("k", "a", 1, 0, 100, 0, 1, 130), 98, 130),
+		}}, starved: 1},
+		{name: "no timer, probe ran before the end: overrun", h: History{Grants: []Grant{
+			stall(g("k", "a", 1, 0, 100, 0, 1, 130), 98, 129),
 		}}, want: []Kind{Overrun}},
 		{name: "no timer recorded: overrun", h: History{Grants: []Grant{
 			g("k", "a", 1, 0, 100, 0, 1, 130),

@@ -129,6 +129,9 @@ func (r *run) section(l api.Lock, p plan, g *history.Grant) {
 	// would judge nothing; the channel in hand is what a holder waiting on
 	// it gets, closed by the engine's timer.
 	g.Signaled = closed(done)
+	if !g.Signaled {
+		g.StallDue, g.StallRan, _ = r.probe.stallEvidence(r.rec.At(l.Until()), g.End, g.Due)
+	}
 	r.sections.Add(1)
 }
 

@@ -246,6 +246,9 @@ func (p *pauser) convert(wp *workerProc, l workerLine) (history.Grant, *history.
 		if l.Due != 0 {
 			g.Due = p.at(l.Due)
 		}
+		if l.StallDue != 0 {
+			g.StallDue, g.StallRan = p.at(l.StallDue), p.at(l.StallRan)
+		}
 		p.mu.Lock()
 		for _, win := range wp.windows {
 			if g.Start < win.to && g.End > win.from {

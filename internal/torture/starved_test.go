@@ -32,9 +32,9 @@ func (d *lateDone) Done() <-chan struct{} { return d.ch }
 
 // sectionOn runs one critical section of plan p on l the way the torture's
 // clients do and returns its grant as recorded.
-func sectionOn(t *testing.T, rec *history.Recorder, l api.Lock, p plan) history.Grant {
+func sectionOn(t *testing.T, rec *history.Recorder, pr *probe, l api.Lock, p plan) history.Grant {
 	t.Helper()
-	r := &run{rec: rec}
+	r := &run{rec: rec, probe: pr}
 	g := history.Grant{Key: l.Key(), Holder: "h", GrantedAt: rec.Now(), ValidUntil: rec.At(l.Until())}
 	r.section(l, p, &g)
 	g.ValidUntil = rec.At(l.Until())
@@ -47,8 +47,9 @@ func sectionOn(t *testing.T, rec *history.Recorder, l api.Lock, p plan) history.
 // The starvation excuse must not hide a lost-lock signal that comes late
 // while the process runs: an overrun plan (it waits on Done past its
 // validity) whose Done is delayed by a TTL, on a quiet process (a synctest
-// bubble: timers fire exactly when due), is an overrun, not starved; with
-// Done on time the same section is clean.
+// bubble: timers fire exactly when due, and the process's starvation probe
+// runs on time), is an overrun, not starved; with Done on time the same
+// section is clean.
 func TestLateDoneIsOverrunNotStarved(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const ttl = 100 * time.Millisecond
@@ -58,6 +59,8 @@ func TestLateDoneIsOverrunNotStarved(t *testing.T) {
 		}
 		defer e.Close()
 		rec := history.NewRecorder()
+		pr := startProbe(rec.Now, probePeriod, nil)
+		defer pr.stop()
 		ctx := context.Background()
 		overrun := plan{kind: "overrun", hold: ttl * 3 / 2}
 
@@ -65,17 +68,20 @@ func TestLateDoneIsOverrunNotStarved(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		late := sectionOn(t, rec, delayDone(l, ttl), overrun)
+		late := sectionOn(t, rec, pr, delayDone(l, ttl), overrun)
 		_ = l.Unlock(ctx)
 		if late.Due <= late.ValidUntil || late.End < late.Due {
 			t.Fatalf("section %+v: want its timer due after the validity and the section ended by it", late)
+		}
+		if late.StallDue != 0 {
+			t.Fatalf("section %+v: the probe ran on time, yet a stall was recorded", late)
 		}
 
 		l, err = e.TryLock(ctx, "on-time")
 		if err != nil {
 			t.Fatal(err)
 		}
-		onTime := sectionOn(t, rec, l, overrun)
+		onTime := sectionOn(t, rec, pr, l, overrun)
 		_ = l.Unlock(ctx)
 
 		h := history.History{Grants: []history.Grant{late, onTime}}

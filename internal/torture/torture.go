@@ -338,6 +338,7 @@ type run struct {
 	keys     []string
 	rec      *history.Recorder
 	quorum   int
+	probe    *probe // this process's starvation probe (probe.go); nil: none
 
 	holds chan holdEvent // long sections beginning, for targeted kills
 	pz    *pauser        // client-pause workers and resource; nil without
@@ -535,6 +536,8 @@ func (r *run) healAll() {
 
 func (r *run) execute(ctx context.Context) (*Report, error) {
 	r.rec = history.NewRecorder()
+	r.probe = startProbe(r.rec.Now, probePeriod, nil)
+	defer r.probe.stop()
 	runCtx, cancel := context.WithTimeout(ctx, r.cfg.Duration)
 	defer cancel()
 	start := time.Now()

@@ -81,7 +81,9 @@ type workerLine struct {
 	Start      int64  `json:"start,omitempty"`
 	End        int64  `json:"end,omitempty"`
 	Signaled   bool   `json:"signaled,omitempty"`
-	Due        int64  `json:"due,omitempty"` // when the section's timer was due (history.Grant.Due)
+	Due        int64  `json:"due,omitempty"`       // when the section's timer was due (history.Grant.Due)
+	StallDue   int64  `json:"stall_due,omitempty"` // the starvation probe's evidence (history.Grant.StallDue)
+	StallRan   int64  `json:"stall_ran,omitempty"`
 	// Armed: this client announced itself (about) and waited for go.
 	Armed bool         `json:"armed,omitempty"`
 	Write *workerWrite `json:"write,omitempty"`
@@ -188,6 +190,7 @@ type worker struct {
 	eng *engine.Engine
 	res radix.Client
 	clk monoCal
+	prb *probe // the process's starvation probe, on CLOCK_MONOTONIC ns
 
 	outMu sync.Mutex
 	out   *json.Encoder
@@ -220,6 +223,8 @@ func (w *worker) run(ctx context.Context, stdin io.Reader, stderr io.Writer) err
 		return err
 	}
 	w.clk = clk
+	w.prb = startProbe(func() time.Duration { return time.Duration(w.clk.now()) }, probePeriod, nil)
+	defer w.prb.stop()
 	// Commands from the parent; the clients stop on stop or end of input.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -363,6 +368,11 @@ func (w *worker) section(ctx context.Context, l api.Lock, rng *rand.Rand, g *wor
 	}
 	g.End = w.clk.now()
 	g.Signaled = closed(done)
+	if !g.Signaled {
+		if d, ran, ok := w.prb.stallEvidence(time.Duration(w.clk.mono(l.Until())), time.Duration(g.End), time.Duration(g.Due)); ok {
+			g.StallDue, g.StallRan = int64(d), int64(ran)
+		}
+	}
 }
 
 // write sends one write to the resource; nil when it failed (its outcome
