@@ -40,7 +40,10 @@
 //     ValidUntil) while the lost-lock signal had not fired by End, unless
 //     the holder's process was stopped on purpose during it (Paused) or
 //     the section's own timer, due within the validity, woke it late by at
-//     least the overrun (starved: see Starved, which lists those apart).
+//     least the overrun, or, for a section planned past its validity, the
+//     process's starvation probe was not run from the validity's end until
+//     the section's own timer was due (starved: see Starved, which lists
+//     those apart).
 //   - writer-overlap: on a key with read locks (Grant.Shared), a writer's
 //     section or window overlaps another holder's, reader or writer; two
 //     readers may overlap (rw.go). Replaces overlap and grant-overlap there.

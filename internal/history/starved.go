@@ -27,7 +27,7 @@ func overran(g *Grant) bool {
 // signal) cannot show this from its own timer; for it the evidence is the
 // process's starvation probe (probed). Without either nothing is excused.
 func starved(g *Grant) bool {
-	return g.Due > 0 && g.Due <= g.ValidUntil
+	return (g.Due > 0 && g.Due <= g.ValidUntil) || probed(g)
 }
 
 // probed reports whether the process's starvation probe shows the stall
