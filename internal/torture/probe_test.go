@@ -143,3 +143,19 @@ func TestProbeStall(t *testing.T) {
 		t.Fatal("nil probe: a stall")
 	}
 }
+
+// A worker's probe evidence reaches the history on its timebase, and only
+// when the worker sent some.
+func TestConvertStall(t *testing.T) {
+	p := &pauser{clk: monoCal{base: 1_000}}
+	line := workerLine{Ev: "grant", Key: "k", Holder: "w1/c1", GrantedAt: 1_010, ValidUntil: 1_100,
+		Ran: true, Start: 1_020, End: 1_160, Due: 1_150, StallDue: 1_099, StallRan: 1_155}
+	g, _ := p.convert(&workerProc{}, line)
+	if g.StallDue != 99 || g.StallRan != 155 || g.Due != 150 || g.End != 160 {
+		t.Fatalf("converted %+v: want stall 99-155, due 150, end 160 on the history's timebase", g)
+	}
+	line.StallDue, line.StallRan = 0, 0
+	if g, _ := p.convert(&workerProc{}, line); g.StallDue != 0 || g.StallRan != 0 {
+		t.Fatalf("converted %+v: a stall the worker did not send", g)
+	}
+}
