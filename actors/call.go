@@ -76,6 +76,9 @@ type Call struct {
 	Sem string
 	// Permits is the semaphore's number of slots (AcquireAny).
 	Permits int
+	// Until is a Release's lock's Until (slow.go, resendSlow): zero if
+	// unknown.
+	Until time.Time
 
 	// Result, valid once Done is closed.
 	Err      error

@@ -272,7 +272,7 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 		if (call.phase == phaseAcquiring || call.phase == phaseExtending) && (call.sent.IsZero() || rep.sent.Before(call.sent)) {
 			call.sent = rep.sent
 		}
-	case rep.req.resent:
+	case rep.req.resent && resentCounts(call):
 		// A release sent again after a slow master's timeout: its refusal
 		// may be the first release's work (resendSlow).
 		call.granted++

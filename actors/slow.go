@@ -146,3 +146,13 @@ func (c *coordinator) resendSlow(ctx actor.Context, call *Call) bool {
 func (c *coordinator) tooLate(call *Call, now time.Time) bool {
 	return now.Sub(call.from()) > c.masterTimeout
 }
+
+// resentCounts reports whether a refusal of call's release sent again
+// counts as released: only if the Unlock began within the lock's validity.
+// Past Until the keys may have expired on their own, and a refusal is then
+// most likely that; counting it made an Unlock of a lock that had expired
+// everywhere report nil ("a majority released it") instead of ErrNotHeld
+// whenever a majority was slow to answer its first release.
+func resentCounts(call *Call) bool {
+	return call.Until.IsZero() || call.t1.Before(call.Until)
+}
