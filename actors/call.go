@@ -100,6 +100,7 @@ type Call struct {
 	stale     int       // this attempt's ops dropped as stale in a node's queue
 	uncounted int       // attempts retried for overload: not counted against MaxAttempts
 	resent    int       // releases sent again after transport.ErrNotSent (resendUnsent)
+	slowSince time.Time // send of this call's first op met by a slow master, since a phase without (slow.go)
 	granted   int
 	refused   int
 	failed    int

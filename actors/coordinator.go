@@ -186,6 +186,9 @@ func (c *coordinator) wake(ctx actor.Context, key string) {
 // begin starts a new round of ops for call: a new seq makes every reply to
 // an earlier round stale.
 func (c *coordinator) begin(call *Call, p phase) {
+	if call.stale == 0 {
+		call.slowSince = time.Time{} // the last phase met no slow master
+	}
 	c.seq++
 	call.seq = c.seq
 	call.phase = p
@@ -253,6 +256,7 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 	if c.resendUnsent(ctx, call, node, rep) {
 		return
 	}
+	c.stillSlow(call, rep)
 	call.replied++
 	call.answered |= 1 << node
 	switch {

@@ -156,3 +156,26 @@ func (c *coordinator) tooLate(call *Call, now time.Time) bool {
 func resentCounts(call *Call) bool {
 	return call.Until.IsZero() || call.t1.Before(call.Until)
 }
+
+// stillSlow turns rep's slow timeout into the failure it is once call has
+// waited on slow masters for its silence limit, counted from the send of
+// its first op that met one (Call.slowSince; a phase that meets none starts
+// the count again). The node's silence clock alone does not bound a call:
+// a master that answers other keys' ops resets it, and one that never
+// answers this call's key (a paused shard behind a transport that serves
+// several) kept a TryLock retrying, and an Unlock resending, without end.
+func (c *coordinator) stillSlow(call *Call, rep *reply) {
+	se, ok := rep.res.Err.(*slowError)
+	if !ok {
+		return
+	}
+	if call.slowSince.IsZero() {
+		call.slowSince = rep.sent
+		if call.slowSince.IsZero() {
+			call.slowSince = time.Now()
+		}
+	}
+	if time.Since(call.slowSince) >= silenceLimit(call) {
+		rep.res.Err = se.err
+	}
+}
