@@ -303,7 +303,7 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 			from, now := call.from(), time.Now()
 			v := call.TTL - now.Sub(from) - call.Drift
 			switch {
-			case v <= 0 && c.tooLate(call, now):
+			case v <= 0 && c.tooLate(call, now) && stillLate(call, now):
 				// The masters answered: overload, retried uncounted.
 				call.uncounted++
 				c.failAttempt(ctx, call, errOverloaded, "a majority granted, but too late: the validity was used up")

@@ -179,3 +179,17 @@ func (c *coordinator) stillSlow(call *Call, rep *reply) {
 		rep.res.Err = se.err
 	}
 }
+
+// stillLate records that call's attempt was granted too late (tooLate) and
+// reports whether it may still be retried uncounted: for a TTL at a
+// stretch from the first such attempt, as for slow masters (stillSlow).
+// Grants that are always read past the TTL (a client starved for good)
+// would otherwise retry a TryLock with no deadline for ever; after the
+// stretch the attempt fails as unreachable, as before slow masters.
+func stillLate(call *Call, now time.Time) bool {
+	call.stale++ // the phase met overload: begin keeps the count going
+	if call.slowSince.IsZero() {
+		call.slowSince = now
+	}
+	return now.Sub(call.slowSince) < silenceLimit(call)
+}
