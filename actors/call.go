@@ -81,9 +81,11 @@ type Call struct {
 	Sem string
 	// Permits is the semaphore's number of slots (AcquireAny).
 	Permits int
-	// Until is an extension's lock's validity end, if known: past it the
-	// lock is lost whatever the masters say, so its ops still queued then
-	// are dropped unsent (expires).
+	// Until is the lock's validity end, if known (zero if not), for an
+	// Extend or a Release of a granted lock. Past it the lock is lost
+	// whatever the masters say: an extension's ops still queued then are
+	// dropped unsent (expires), and a resent release's refusal no longer
+	// counts as released (slow.go, resentCounts).
 	Until time.Time
 
 	// Result, valid once Done is closed.
@@ -107,6 +109,7 @@ type Call struct {
 	stale     int       // this attempt's ops dropped as stale in a node's queue
 	uncounted int       // attempts retried for overload: not counted against MaxAttempts
 	resent    int       // releases sent again after transport.ErrNotSent (resendUnsent)
+	slowSince time.Time // send of this call's first op met by a slow master, since a phase without (slow.go)
 	granted   int
 	refused   int
 	failed    int

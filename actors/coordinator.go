@@ -181,6 +181,9 @@ func (c *coordinator) wake(ctx actor.Context, key string) {
 // begin starts a new round of ops for call: a new seq makes every reply to
 // an earlier round stale.
 func (c *coordinator) begin(call *Call, p phase) {
+	if call.stale == 0 {
+		call.slowSince = time.Time{} // the last phase met no slow master
+	}
 	c.seq++
 	call.seq = c.seq
 	call.phase = p
@@ -249,6 +252,7 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 	if c.resendUnsent(ctx, call, node, rep) {
 		return
 	}
+	c.stillSlow(call, rep)
 	call.replied++
 	call.answered |= 1 << node
 	switch {
@@ -268,7 +272,7 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 		if (call.phase == phaseAcquiring || call.phase == phaseExtending) && (call.sent.IsZero() || rep.sent.Before(call.sent)) {
 			call.sent = rep.sent
 		}
-	case rep.req.resent:
+	case rep.req.resent && resentCounts(call):
 		// A release sent again after a slow master's timeout: its refusal
 		// may be the first release's work (resendSlow).
 		call.granted++
@@ -295,7 +299,7 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 			from, now := call.from(), time.Now()
 			v := call.TTL - now.Sub(from) - call.Drift
 			switch {
-			case v <= 0 && c.tooLate(call, now):
+			case v <= 0 && c.tooLate(call, now) && stillLate(call, now):
 				// The masters answered: overload, retried uncounted.
 				call.uncounted++
 				c.failAttempt(ctx, call, errOverloaded, "a majority granted, but too late: the validity was used up")

@@ -145,3 +145,50 @@ func (c *coordinator) resendSlow(ctx actor.Context, call *Call) bool {
 func (c *coordinator) tooLate(call *Call, now time.Time) bool {
 	return now.Sub(call.from()) > c.masterTimeout
 }
+
+// resentCounts reports whether a refusal of call's release sent again
+// counts as released: only if the Unlock began within the lock's validity.
+// Past Until the keys may have expired on their own, and a refusal is then
+// most likely that; counting it made an Unlock of a lock that had expired
+// everywhere report nil ("a majority released it") instead of ErrNotHeld
+// whenever a majority was slow to answer its first release.
+func resentCounts(call *Call) bool {
+	return call.Until.IsZero() || call.t1.Before(call.Until)
+}
+
+// stillSlow turns rep's slow timeout into the failure it is once call has
+// waited on slow masters for its silence limit, counted from the send of
+// its first op that met one (Call.slowSince; a phase that meets none starts
+// the count again). The node's silence clock alone does not bound a call:
+// a master that answers other keys' ops resets it, and one that never
+// answers this call's key (a paused shard behind a transport that serves
+// several) kept a TryLock retrying, and an Unlock resending, without end.
+func (c *coordinator) stillSlow(call *Call, rep *reply) {
+	se, ok := rep.res.Err.(*slowError)
+	if !ok {
+		return
+	}
+	if call.slowSince.IsZero() {
+		call.slowSince = rep.sent
+		if call.slowSince.IsZero() {
+			call.slowSince = time.Now()
+		}
+	}
+	if time.Since(call.slowSince) >= silenceLimit(call) {
+		rep.res.Err = se.err
+	}
+}
+
+// stillLate records that call's attempt was granted too late (tooLate) and
+// reports whether it may still be retried uncounted: for a TTL at a
+// stretch from the first such attempt, as for slow masters (stillSlow).
+// Grants that are always read past the TTL (a client starved for good)
+// would otherwise retry a TryLock with no deadline for ever; after the
+// stretch the attempt fails as unreachable, as before slow masters.
+func stillLate(call *Call, now time.Time) bool {
+	call.stale++ // the phase met overload: begin keeps the count going
+	if call.slowSince.IsZero() {
+		call.slowSince = now
+	}
+	return now.Sub(call.slowSince) < silenceLimit(call)
+}

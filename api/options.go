@@ -36,6 +36,8 @@ type Options struct {
 	// caller sees latency, or its context's error) until it has been silent,
 	// while the engine waited on it, for the lock's TTL; then it is down,
 	// and each further timeout on it fails at once, until it answers again.
+	// One call waits on slow masters for at most a TTL at a stretch, however
+	// the masters answer other calls (SAFETY.md, review15).
 	// A master whose connection is refused or reset is down at once. So a
 	// master that vanishes without a reset (a partition, a paused process)
 	// costs the first call that meets it up to a TTL, and later calls a

@@ -896,6 +896,7 @@ func (l *lock) unlock(ctx context.Context) error {
 	call.Keys = l.keys
 	call.Mode = l.mode
 	call.Sem = l.sem
+	call.Until = l.Until()
 	err := l.e.run(ctx, call)
 	// After "unreachable" or a cancelled context the release may not have
 	// landed, so Unlock may be called again; after success or "not held"
