@@ -73,8 +73,10 @@ the end, that:
     of masters with their counters (fence resets);
   - no holder ran past its validity without the lost-lock signal (overrun).
     An overrun whose holder's own timer, due within the validity, woke it
-    late by at least as much is the process starved of CPU, a paused
-    process: it is counted apart (starved_overruns), not a violation.
+    late by at least as much, or (for a section planned past its validity)
+    whose process's 2ms probe timer, due by the validity's end, had not run
+    until the holder's timer was due, is the process starved of CPU, a
+    paused process: it is counted apart (starved_overruns), not a violation.
 
 Faults (--faults, a comma-separated subset, or "none"):
   kill       kill -9 one, two or a majority of masters and restart them EMPTY
@@ -331,7 +333,7 @@ func printTorture(w io.Writer, r *torture.Report) {
 			rows[len(rows)-1])
 	}
 	if n := r.Starved.Count; n > 0 {
-		rows = append(rows, [2]string{"starved", fmt.Sprintf("%s overruns of a holder whose own timer woke it late by more (not violations; listed below)", num(int64(n)))})
+		rows = append(rows, [2]string{"starved", fmt.Sprintf("%s overruns of a process starved across the validity's end, by its own timer or the probe (not violations; listed below)", num(int64(n)))})
 	}
 	for _, row := range rows {
 		fmt.Fprintf(w, "  %-14s %s\n", row[0], row[1])

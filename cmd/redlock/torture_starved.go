@@ -13,7 +13,7 @@ func printStarved(w io.Writer, r *torture.Report) {
 	if r.Starved.Count == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nSTARVED (%d overruns explained by a late wake-up of the holder; %d listed):\n", r.Starved.Count, len(r.Starved.List))
+	fmt.Fprintf(w, "\nSTARVED (%d overruns explained by a late wake-up of the holder or of its process's probe; %d listed):\n", r.Starved.Count, len(r.Starved.List))
 	for _, v := range r.Starved.List {
 		fmt.Fprintf(w, "  %s\n", v)
 	}
