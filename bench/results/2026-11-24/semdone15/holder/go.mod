@@ -1,0 +1,3 @@
+module holder
+
+go 1.26

@@ -1,0 +1,3 @@
+module runqueue
+
+go 1.26
