@@ -67,8 +67,9 @@ type Locker interface {
 	// the holder. An attempt spoiled by overload (an op that waited past
 	// its time in this process's queues, or masters slow to answer, see
 	// Options.MasterTimeout) is not one the masters decided, and is tried
-	// again after a backoff, for as long as ctx allows: give ctx a
-	// deadline to bound TryLock's wait under overload.
+	// again after a backoff while ctx allows, for at most about a TTL of
+	// overload at a stretch, after which it fails with
+	// ErrQuorumUnreachable: give ctx a deadline to bound TryLock's wait.
 	TryLock(ctx context.Context, key string, opts ...LockOption) (Lock, error)
 	// LockAll takes several keys (1 to 64, each listed once) as one lock,
 	// all or nothing: on each master either every key is set or none is.
