@@ -22,8 +22,9 @@ import (
 // only once that silence reaches the call's TTL (silenceLimit). Before
 // that the op is slow: the coordinator retries an acquire without counting
 // the attempt (as for one that waited past its limit in a queue) and sends
-// an unconfirmed release again, so that an overloaded master costs latency,
-// until the caller's context ends, and never ErrQuorumUnreachable. A master
+// an unconfirmed release again, so that an overloaded master costs latency
+// (until the caller's context ends, or one call has waited on slow masters
+// for a TTL: stillSlow), not ErrQuorumUnreachable. A master
 // whose connection is refused or reset fails at once as before
 // (transport.ErrUnavailable is not a timeout), and one silent for a TTL is
 // down: from then on each timeout on it counts at once, so only the first
