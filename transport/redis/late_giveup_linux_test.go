@@ -3,11 +3,9 @@ package redis
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/transport"
 )
 
@@ -22,60 +20,21 @@ import (
 // were written, and the engine turns a not-sent acquire into a retry that
 // assumes no master saw it.
 func TestLateGiveUpKeepsRepliesInStep(t *testing.T) {
-	s := redistest.Start(t, 1)[0]
 	oldCap := lateReplyCap
 	lateReplyCap = 5 * time.Millisecond
-	hold, arrived, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	waiting := make(chan struct{}, 1)
-	var (
-		once sync.Once
-		held *pipe // the connection, and how many bytes of A's reply wait
-		aLen int
-	)
-	testReadHook = func(p *pipe) {
-		n := awaitBytes(t, p, 0)
-		select {
-		case <-hold:
-		default:
-			return
-		}
-		once.Do(func() {
-			held, aLen = p, n
-			close(arrived)
-			<-release
-		})
-	}
-	testLateHook = func() {
-		select {
-		case waiting <- struct{}{}:
-		default:
-		}
-	}
-	t.Cleanup(func() { testReadHook, testLateHook, lateReplyCap = nil, nil, oldCap })
-
-	tr := dial(t, Config{Addr: s.Addr})
-	mustDo(t, tr, []transport.Op{acq("warm", "v", time.Minute)}, true)
-	close(hold)
-	released := false
-	defer func() {
-		if !released {
-			close(release)
-		}
-	}()
+	t.Cleanup(func() { lateReplyCap = oldCap })
+	h := holdReader(t)
+	tr := h.tr
 
 	ctx, cancel := context.WithCancel(context.Background())
 	aRes := make([]transport.Result, 1)
 	aDone := make(chan error, 1)
 	go func() { aDone <- tr.Do(ctx, []transport.Op{acq("k", "a", time.Minute)}, aRes) }()
-	select {
-	case <-arrived:
-	case <-time.After(10 * time.Second):
-		t.Fatal("A's reply never reached the socket")
-	}
+	h.awaitArrived(t, "A's reply")
 	cancel()
 	// A waits for the held reader, then gives up at the cap.
 	select {
-	case <-waiting:
+	case <-h.waiting:
 	case <-time.After(10 * time.Second):
 		t.Fatal("A did not begin its late wait")
 	}
@@ -93,9 +52,8 @@ func TestLateGiveUpKeepsRepliesInStep(t *testing.T) {
 	go func() { bDone <- tr.Do(context.Background(), []transport.Op{acq("k", "b", time.Minute)}, bRes) }()
 	// Both replies wait in the socket (the reader is held outside read(2),
 	// so this goroutine may wait for readiness on its descriptor).
-	awaitBytes(t, held, aLen)
-	released = true
-	close(release)
+	awaitBytes(t, h.pipe, h.n)
+	h.release()
 	if err := <-bDone; err != nil || bRes[0].Err != nil {
 		t.Fatalf("B: %v (op %+v)", err, bRes[0])
 	}

@@ -22,9 +22,9 @@ func TestReplyInSocketCounts(t *testing.T) {
 	lb := lateBatch(t)
 	select {
 	case <-lb.waiting:
-		close(lb.release)
+		lb.release()
 	case err := <-lb.done:
-		close(lb.release)
+		lb.release()
 		t.Fatalf("the batch failed with its reply in the socket: %v (op: %v); want the grant", err, lb.res[0].Err)
 	}
 	if err := <-lb.done; err != nil || !lb.res[0].OK {
@@ -32,54 +32,85 @@ func TestReplyInSocketCounts(t *testing.T) {
 	}
 }
 
-// heldBatch is a batch whose reply reached its socket while the reader was
-// held before read(2), and whose context has ended (lateBatch).
-type heldBatch struct {
-	release chan struct{} // close to let the reader go on
-	waiting chan struct{} // the batch began its late wait
-	done    chan error    // Do's result
-	res     []transport.Result
+// readerHold is a transport on one redis-server whose reader, once a
+// warm-up batch is done, holds before read(2) as soon as the next reply's
+// bytes wait in the socket, until release. Held there, the bytes stay in
+// the kernel, and the reader waits for every reply in the hook, so the
+// first bytes after the hold are those of the first batch the test sends.
+type readerHold struct {
+	s       *redistest.Server
+	tr      *Transport
+	arrived chan struct{} // the first reply after the hold waits in the socket
+	waiting chan struct{} // a batch began its late wait (testLateHook)
+	pipe    *pipe         // the held connection
+	n       int           // bytes waiting in its socket when it was held
+	release func()        // lets the reader go on; idempotent, also at cleanup
 }
 
-// lateBatch starts one redis-server, holds the transport's reader before
-// read(2) once a warm-up batch is done, sends one acquire, waits until its
-// reply is in the socket, and cancels its context. The reader waits for
-// every reply in the hook, so the first bytes after the hold are the late
-// batch's (nothing else is sent), and the reader is held where the bytes
-// stay in the kernel. Hooks set before the call (testLateTick,
-// lateReplyWait) stay the caller's to reset.
-func lateBatch(t *testing.T) *heldBatch {
+// holdReader sets up a readerHold. Hooks and variables set before the call
+// (testLateTick, lateReplyWait, lateReplyCap) stay the caller's to reset.
+func holdReader(t *testing.T) *readerHold {
 	t.Helper()
-	s := redistest.Start(t, 1)[0]
-	lb := &heldBatch{release: make(chan struct{}), waiting: make(chan struct{}, 1), done: make(chan error, 1), res: make([]transport.Result, 1)}
-	hold, arrived := make(chan struct{}), make(chan struct{})
-	var once sync.Once
+	h := &readerHold{s: redistest.Start(t, 1)[0], arrived: make(chan struct{}), waiting: make(chan struct{}, 1)}
+	hold, released := make(chan struct{}), make(chan struct{})
+	var once, rel sync.Once
+	h.release = func() { rel.Do(func() { close(released) }) }
 	testReadHook = func(p *pipe) {
-		awaitBytes(t, p, 0)
+		n := awaitBytes(t, p, 0)
 		select {
 		case <-hold:
 		default:
 			return
 		}
 		once.Do(func() {
-			close(arrived)
-			<-lb.release
+			h.pipe, h.n = p, n
+			close(h.arrived)
+			<-released
 		})
 	}
-	testLateHook = func() { lb.waiting <- struct{}{} }
-	t.Cleanup(func() { testReadHook, testLateHook = nil, nil })
-
-	tr := dial(t, Config{Addr: s.Addr})
-	mustDo(t, tr, []transport.Op{acq("warm", "v", time.Minute)}, true)
-	close(hold)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { lb.done <- tr.Do(ctx, []transport.Op{acq("late", "v", time.Minute)}, lb.res) }()
-	select {
-	case <-arrived:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the reply never reached the socket")
+	testLateHook = func() {
+		select {
+		case h.waiting <- struct{}{}:
+		default:
+		}
 	}
+	t.Cleanup(func() { testReadHook, testLateHook = nil, nil })
+	h.tr = dial(t, Config{Addr: h.s.Addr})
+	// Registered after dial's, so it runs first: the transport closes with
+	// its reader let go.
+	t.Cleanup(h.release)
+	mustDo(t, h.tr, []transport.Op{acq("warm", "v", time.Minute)}, true)
+	close(hold)
+	return h
+}
+
+// awaitArrived waits until the first reply after the hold waits in the
+// socket.
+func (h *readerHold) awaitArrived(t *testing.T, what string) {
+	t.Helper()
+	select {
+	case <-h.arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s never reached the socket", what)
+	}
+}
+
+// heldBatch is a batch whose reply reached its socket while the reader was
+// held before read(2), and whose context has ended (lateBatch).
+type heldBatch struct {
+	*readerHold
+	done chan error // Do's result
+	res  []transport.Result
+}
+
+// lateBatch sends one acquire through a readerHold, waits until its reply
+// is in the socket, and cancels its context.
+func lateBatch(t *testing.T) *heldBatch {
+	t.Helper()
+	lb := &heldBatch{readerHold: holdReader(t), done: make(chan error, 1), res: make([]transport.Result, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { lb.done <- lb.tr.Do(ctx, []transport.Op{acq("late", "v", time.Minute)}, lb.res) }()
+	lb.awaitArrived(t, "the reply")
 	cancel()
 	return lb
 }
@@ -218,7 +249,7 @@ func TestReplyReadLateStillCounts(t *testing.T) {
 
 	lb := lateBatch(t)
 	fail := func(err error) {
-		close(lb.release)
+		lb.release()
 		t.Fatalf("the batch gave up while its reply, arrived before its deadline, waited for the held reader: %v (op: %v); want the grant", err, lb.res[0].Err)
 	}
 	select {
@@ -234,7 +265,7 @@ func TestReplyReadLateStillCounts(t *testing.T) {
 			fail(err)
 		}
 	}
-	close(lb.release)
+	lb.release()
 	if err := <-lb.done; err != nil || !lb.res[0].OK {
 		t.Fatalf("batch whose reply the reader read late: %v (op: %+v), want the grant", err, lb.res[0])
 	}

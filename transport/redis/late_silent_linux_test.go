@@ -3,11 +3,9 @@ package redis
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/transport"
 )
 
@@ -22,43 +20,11 @@ import (
 // is still a minute away. A wait that ran to the cap would hold a silent
 // master's batch for lateReplyCap past the master timeout.
 func TestLateWaitEndsWhenReaderCatchesUp(t *testing.T) {
-	s := redistest.Start(t, 1)[0]
 	oldCap := lateReplyCap
 	lateReplyCap = time.Minute
-	hold, arrived, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	waiting := make(chan struct{}, 1)
-	var once sync.Once
-	testReadHook = func(p *pipe) {
-		awaitBytes(t, p, 0)
-		select {
-		case <-hold:
-		default:
-			return
-		}
-		once.Do(func() {
-			close(arrived)
-			<-release
-		})
-	}
-	testLateHook = func() {
-		select {
-		case waiting <- struct{}{}:
-		default:
-		}
-	}
-	t.Cleanup(func() { testReadHook, testLateHook, lateReplyCap = nil, nil, oldCap })
-
-	tr := dial(t, Config{Addr: s.Addr})
-	mustDo(t, tr, []transport.Op{acq("warm", "v", time.Minute)}, true)
-	close(hold)
-	released := false
-	letGo := func() {
-		if !released {
-			released = true
-			close(release)
-		}
-	}
-	defer letGo()
+	t.Cleanup(func() { lateReplyCap = oldCap })
+	h := holdReader(t)
+	tr := h.tr
 
 	// A's context outlasts the test (without a deadline of its own it
 	// would get OpTimeout, 1s, and begin a late wait of its own).
@@ -67,13 +33,9 @@ func TestLateWaitEndsWhenReaderCatchesUp(t *testing.T) {
 	aRes := make([]transport.Result, 1)
 	aDone := make(chan error, 1)
 	go func() { aDone <- tr.Do(actx, []transport.Op{acq("a", "v", time.Minute)}, aRes) }()
-	select {
-	case <-arrived:
-	case <-time.After(10 * time.Second):
-		t.Fatal("A's reply never reached the socket")
-	}
-	s.Pause()
-	defer s.Resume()
+	h.awaitArrived(t, "A's reply")
+	h.s.Pause()
+	defer h.s.Resume()
 
 	// B goes to the stopped master; its write only fills the socket's
 	// buffer, so it is out well within the second.
@@ -83,13 +45,13 @@ func TestLateWaitEndsWhenReaderCatchesUp(t *testing.T) {
 	bDone := make(chan error, 1)
 	go func() { bDone <- tr.Do(ctx, []transport.Op{acq("b", "v", time.Minute)}, bRes) }()
 	select {
-	case <-waiting:
+	case <-h.waiting:
 	case err := <-bDone:
 		t.Fatalf("B returned %v (op %v) without waiting for the reader, which held A's reply", err, bRes[0].Err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("B did not begin its late wait")
 	}
-	letGo()
+	h.release()
 	if err := <-aDone; err != nil || !aRes[0].OK {
 		t.Fatalf("A: %v (op %+v), want its grant", err, aRes[0])
 	}
