@@ -253,6 +253,7 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 		return
 	}
 	c.stillSlow(call, rep)
+	stillStale(call, rep) // review16: not-sent and queue-stale retries end too
 	call.replied++
 	call.answered |= 1 << node
 	switch {
