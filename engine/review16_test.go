@@ -3,12 +3,16 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/quorumlock/redlock/api"
 	"github.com/quorumlock/redlock/engine"
+	"github.com/quorumlock/redlock/transport"
 )
 
 // api.Locker.TryLock: an attempt spoiled by overload is tried again "for at
@@ -67,4 +71,70 @@ func TestNotSentRetriesEndAfterATTL(t *testing.T) {
 			})
 		})
 	}
+}
+
+// failRelease fails the first release it is sent, without applying it, as a
+// master that timed out on it would; everything else goes through.
+type failRelease struct {
+	transport.Transport
+	failed atomic.Bool
+}
+
+func (m *failRelease) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
+	if slices.ContainsFunc(ops, func(op transport.Op) bool { return op.Kind == transport.Release }) && m.failed.CompareAndSwap(false, true) {
+		return transport.Fail(res, fmt.Errorf("master 1: injected: %w", context.DeadlineExceeded))
+	}
+	return m.Transport.Do(ctx, ops, res)
+}
+
+// Close "lets the releases that this sends reach the masters", and makes a
+// last attempt at every background cleanup (cleanLast). A Lock waiting for
+// its next attempt whose last attempt's release had failed on a master was
+// left out of both: it was finished with ErrClosed while the engine was
+// closing, so it never joined the background cleanups, and its next attempt,
+// which would have sent the release again ahead of its SET, never came. Its
+// key stayed on that master for its TTL after Close, against "no key left on
+// a master after a failed attempt".
+func TestCloseReleasesAWaitingCallsLeftovers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms, ts := memoryMasters(3)
+		for _, m := range ms[1:] {
+			res := make([]transport.Result, 1)
+			_ = m.Transport().Do(context.Background(), []transport.Op{{Kind: transport.Acquire, Key: "k", Value: "other", TTL: time.Hour}}, res)
+			if !res[0].OK {
+				t.Fatalf("setting up the other holder: %+v", res[0])
+			}
+		}
+		fr := &failRelease{Transport: ts[0]}
+		ts[0] = fr
+		e, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine())
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			l, err := e.Lock(context.Background(), "k", api.WithTTL(time.Hour),
+				api.WithRetry(api.Retry{InitialInterval: time.Minute, MaxInterval: time.Minute, Multiplier: 1}))
+			if err == nil {
+				_ = l.Unlock(context.Background())
+			}
+			done <- err
+		}()
+		synctest.Wait() // the first attempt failed; the next is a minute away
+		if !fr.failed.Load() {
+			t.Fatal("the failed attempt's release never reached master 1")
+		}
+		if _, ok := ms[0].Get("k"); !ok {
+			t.Fatal("master 1 does not hold the failed attempt's key: the test sets nothing up")
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; !errors.Is(err, api.ErrClosed) {
+			t.Errorf("Lock: %v; want ErrClosed", err)
+		}
+		if v, ok := ms[0].Get("k"); ok {
+			t.Errorf("master 1 still holds the failed attempt's key (value %q, TTL 1h) after Close", v)
+		}
+	})
 }
