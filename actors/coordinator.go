@@ -496,6 +496,7 @@ func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
 		l.wait = c.masterTimeout
 		call.timer = c.sched.SendOnce(l.wait, c.self, &cleanupTick{call: call})
 	}
+	c.releaseAtClose(ctx, call, err) // review16
 	if call.Queue {
 		c.handOn(ctx, call)
 	}
