@@ -13,6 +13,7 @@ import (
 	"github.com/quorumlock/redlock/api"
 	"github.com/quorumlock/redlock/engine"
 	"github.com/quorumlock/redlock/transport"
+	"github.com/quorumlock/redlock/transport/faulty"
 )
 
 // api.Locker.TryLock: an attempt spoiled by overload is tried again "for at
@@ -137,4 +138,87 @@ func TestCloseReleasesAWaitingCallsLeftovers(t *testing.T) {
 			t.Errorf("master 1 still holds the failed attempt's key (value %q, TTL 1h) after Close", v)
 		}
 	})
+}
+
+// A master restarted while it was slow must not vote: the slow path (a
+// timed-out acquire is an uncounted retry, its SET applied late) must not
+// let a grant from the restarted process count. Engine A holds the key on
+// all three masters; masters 1 and 2 stall (B's SETs held in the
+// transport) and restart empty during the stall; when they resume they
+// apply the held SETs and grant them. Two grants are a majority: only the
+// restart quarantine keeps B out while A's lock is valid. In "within the
+// master timeout" the held batch returns its grants in time, across the
+// restart (the node's epoch check after Do); in "after timeouts" B's
+// attempts time out as slow first and are retried, and the later batches
+// reach the restarted processes (the read of their run id).
+func TestMasterRestartedWhileSlowDoesNotVote(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		restart, until time.Duration // since B's TryLock began
+	}{
+		{"within the master timeout", 50 * time.Millisecond, 80 * time.Millisecond},
+		{"after timeouts", 250 * time.Millisecond, 400 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ms, inner := memoryMasters(3)
+				// Up for longer than the quarantine period: B's first
+				// read of each master trusts it.
+				time.Sleep(2 * time.Minute)
+				a, err := engine.NewWithTransports(inner, api.WithoutRestartQuarantine())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer a.Close()
+				fs := make([]*faulty.Transport, len(inner))
+				ts := make([]transport.Transport, len(inner))
+				for i, m := range ms {
+					fs[i] = faulty.Wrap(m.Transport(), faulty.Config{})
+					ts[i] = fs[i]
+				}
+				b, err := engine.NewWithTransports(ts, api.WithRestartQuarantine(time.Minute), api.WithMasterTimeout(100*time.Millisecond))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer b.Close()
+				synctest.Wait() // B has read every master's run id
+				ctx := context.Background()
+				held, err := a.TryLock(ctx, "slow-restart", api.WithTTL(30*time.Second))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range fs[:2] {
+					f.Pause()
+				}
+				got := make(chan error, 1)
+				go func() {
+					ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+					defer cancel()
+					l, err := b.TryLock(ctx, "slow-restart", api.WithTTL(30*time.Second))
+					if err == nil {
+						err = nil
+						_ = l.Unlock(context.Background())
+					} else {
+						err = fmt.Errorf("refused: %w", err)
+					}
+					got <- err
+				}()
+				time.Sleep(tc.restart)
+				ms[0].Restart()
+				ms[1].Restart()
+				time.Sleep(tc.until - tc.restart)
+				for _, f := range fs[:2] {
+					f.Resume()
+				}
+				err = <-got
+				if err == nil {
+					t.Fatalf("B got the lock while A held it (A valid until %v, now %v): two masters restarted while slow voted", held.Until(), time.Now())
+				}
+				if !time.Now().Before(held.Until()) {
+					t.Fatalf("A's lock expired before B gave up (%v): the test checks nothing", err)
+				}
+				t.Log(err)
+			})
+		})
+	}
 }
