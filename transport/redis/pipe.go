@@ -42,7 +42,7 @@ type pipe struct {
 	br   *bufio.Reader
 	opts *resp.Opts
 
-	wmu       sync.Mutex     // held while a caller queues its entry and writes
+	wmu       writeLock      // held while a caller queues its entry and writes (wlock.go)
 	finishing sync.WaitGroup // finishWrite goroutines
 
 	// With flushEvery > 0 (Config.WriteFlushInterval), batches collect in
@@ -103,6 +103,7 @@ func newPipe(nc net.Conn, flushEvery time.Duration, broken func(error)) *pipe {
 		ring:       make([]pending, 8),
 		exited:     make(chan struct{}),
 		broken:     broken,
+		wmu:        newWriteLock(),
 	}
 	p.br = bufio.NewReaderSize(heldReader{p}, readBufSize)
 	go p.read()
@@ -298,8 +299,8 @@ var (
 )
 
 func (p *pipe) write(ctx context.Context, buf []byte, u resp.Unmarshaler, done chan error, tr *iotrace.Late) error {
-	p.wmu.Lock()
-	unlock := true
+	err := p.wmu.lockCtx(ctx)
+	unlock := err == nil
 	defer func() {
 		if unlock {
 			p.wmu.Unlock()
@@ -307,7 +308,10 @@ func (p *pipe) write(ctx context.Context, buf []byte, u resp.Unmarshaler, done c
 	}()
 	// The caller may have waited for the lock: a batch whose caller gave up
 	// is never written.
-	if err := ctx.Err(); err != nil {
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
 		if tr != nil {
 			tr.Stage, tr.Failed = iotrace.WaitingToWrite, time.Now()
 			iotrace.Report(tr)
