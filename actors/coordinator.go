@@ -253,7 +253,7 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 		return
 	}
 	c.stillSlow(call, rep)
-	stillStale(call, rep) // review16: not-sent and queue-stale retries end too
+	stillStale(call, rep) // not-sent and queue-stale retries: a TTL at a stretch too
 	call.replied++
 	call.answered |= 1 << node
 	switch {
@@ -496,7 +496,7 @@ func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
 		l.wait = c.masterTimeout
 		call.timer = c.sched.SendOnce(l.wait, c.self, &cleanupTick{call: call})
 	}
-	c.releaseAtClose(ctx, call, err) // review16
+	c.releaseAtClose(ctx, call, err) // Close ends it: no background cleanup will follow
 	if call.Queue {
 		c.handOn(ctx, call)
 	}
