@@ -2,6 +2,8 @@ package engine_test
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,23 +13,29 @@ import (
 	"github.com/quorumlock/redlock/transport"
 )
 
-// lateExtensions is a master that holds every batch with an extension
-// until open is closed: its extensions land after whatever the engine sent
-// it meanwhile.
+// lateExtensions is a master whose extensions reach it only once open is
+// closed, while the client has long given them up: a batch with an
+// extension fails at once (as at its deadline), and is applied later, as a
+// request held in a cut connection still reaches Redis (faultproxy's cut).
+// Every other op is applied at once, so the release that Unlock sends
+// after it overtakes it.
 type lateExtensions struct {
 	transport.Transport
 	open chan struct{}
+	wg   *sync.WaitGroup
 }
+
+var errExtensionHeld = errors.New("the extension is held in the connection")
 
 func (m *lateExtensions) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
 	for _, op := range ops {
 		if op.Kind == transport.Extend || op.Kind == transport.ExtendShared {
-			select {
-			case <-m.open:
-			case <-ctx.Done():
-				return transport.Fail(res, ctx.Err())
-			}
-			break
+			held := append([]transport.Op(nil), ops...)
+			m.wg.Go(func() {
+				<-m.open
+				_ = m.Transport.Do(context.Background(), held, make([]transport.Result, len(held)))
+			})
+			return transport.Fail(res, errExtensionHeld)
 		}
 	}
 	return m.Transport.Do(ctx, ops, res)
@@ -39,13 +47,16 @@ func (m *lateExtensions) Capabilities() transport.Capabilities {
 
 // An extension that lands on a master after the lock's Unlock released it
 // there re-creates nothing: "no key left after Unlock" holds even though
-// an auto-extension's call ends at its quorum while its op to a slow master
-// is still out, and Unlock (which waits for the handle, not for that op)
-// sends the release to that master in another batch, which overtakes it.
-// What protects it is that every extension is a compare-and-extend on the
-// lock's own value (transport.Extend, ExtendShared) and values are never
-// reused. A mutex, a reader, a writer and a semaphore permit, each
-// auto-extended while master 5 holds its extensions back.
+// an auto-extension can succeed on a quorum while its op to another master
+// was given up by the client yet still reaches that master later, after
+// the release that Unlock sent it. (The node sends a key's release only
+// after the key's previous batch returned, so on one connection it
+// follows; a request held in a cut connection, or sent on one that was
+// replaced, can still arrive after it.) What protects it is that every
+// extension is a compare-and-extend on the lock's own value
+// (transport.Extend, ExtendShared), and values are never reused. A mutex,
+// a reader, a writer and a semaphore permit, each auto-extended while
+// master 5's extensions arrive late.
 func TestExtensionLandingAfterUnlockLeavesNoKey(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -69,7 +80,11 @@ func TestExtensionLandingAfterUnlockLeavesNoKey(t *testing.T) {
 				const ttl = time.Second
 				ms, ts := memoryMasters(5)
 				open := make(chan struct{})
-				ts[4] = &lateExtensions{Transport: ts[4], open: open}
+				var wg sync.WaitGroup
+				ts[4] = &lateExtensions{Transport: ts[4], open: open, wg: &wg}
+				var once sync.Once
+				release := func() { once.Do(func() { close(open) }); wg.Wait() }
+				defer release()
 				e, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine(), api.WithTTL(ttl),
 					api.WithMasterTimeout(time.Minute), api.WithBatching(512, 8))
 				if err != nil {
@@ -90,7 +105,7 @@ func TestExtensionLandingAfterUnlockLeavesNoKey(t *testing.T) {
 				if err := l.Unlock(ctx); err != nil {
 					t.Fatalf("Unlock: %v", err)
 				}
-				close(open) // master 5's extension lands after its release
+				release() // master 5's extension lands after its release
 				synctest.Wait()
 				for i, m := range ms {
 					if n := m.Len(); n != 0 {
