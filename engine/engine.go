@@ -715,7 +715,23 @@ func (l *lock) tick() {
 		// is retried here.
 		return
 	}
+	if !l.stillDue() {
+		l.mu.Unlock()
+		l.rearm()
+		return
+	}
 	l.autoExtend()
+}
+
+// stillDue reports whether the auto-extension that tick found due still
+// is, now that it has mu: while it waited for a slot, the user's Extend
+// may have extended the lock (and used up MaxExtensions), and a second
+// extension then would be spent for nothing, or fail and end a lock that
+// is valid until Until.
+func (l *lock) stillDue() bool {
+	l.sig.Lock()
+	defer l.sig.Unlock()
+	return l.cause == nil && l.extended < l.maxExt && !time.Now().Before(l.extendAt)
 }
 
 // autoExtend makes one auto-extension, with mu held and l.done made, and

@@ -313,7 +313,10 @@ func TestMaxAttempts(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	e := newMemory(t, 3)
-	ctx := context.Background()
+	// A deadline, so that a check that lets bad input through to the
+	// masters fails with a message rather than a Lock that retries forever.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	lockCases := []struct {
 		name string
 		key  string

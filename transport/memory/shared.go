@@ -1,6 +1,10 @@
 package memory
 
-import "github.com/quorumlock/redlock/transport"
+import (
+	"math"
+
+	"github.com/quorumlock/redlock/transport"
+)
 
 // member is one reader of a key, or one writer waiting on its readers
 // (transport.AcquireExclusive's mark), with its expiry (monotime).
@@ -26,10 +30,12 @@ func newReaders() *readers {
 	return rd
 }
 
-// prune drops the expired members and returns the latest expiry left (0 if
-// none), which is the key's own, and how many live readers and writers'
-// marks are left.
+// prune drops the expired members and returns the latest expiry left
+// (math.MinInt64 if none), which is the key's own, and how many live
+// readers and writers' marks are left. Not 0 for none: inside a synctest
+// bubble now is negative, and 0 would be a live expiry.
 func (rd *readers) prune(now int64) (last int64, readers, writers int) {
+	last = math.MinInt64
 	kept := rd.m[:0]
 	for _, mb := range rd.m {
 		if mb.exp <= now {
