@@ -51,14 +51,10 @@ type holdEnd struct{}
 
 var theHoldEnd = &holdEnd{}
 
-// hold starts a hold, if one is due, after a batch of size ops sent at sent
-// returned. The clock is read only for a batch that qualifies otherwise.
-func (n *node) hold(size int, sent time.Time) {
-	if size < coalesceMin || n.inflight != 0 || len(n.queue) >= size || n.co.closed.Load() {
-		return
-	}
-	rtt := time.Since(sent)
-	if rtt < coalesceMinRTT {
+// hold starts a hold, if one is due, after a batch of size ops that took rtt
+// returned.
+func (n *node) hold(size int, rtt time.Duration) {
+	if size < coalesceMin || rtt < coalesceMinRTT || n.inflight != 0 || len(n.queue) >= size || n.co.closed.Load() {
 		return
 	}
 	wait := min(rtt/2, coalesceMaxWait)

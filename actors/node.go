@@ -87,11 +87,11 @@ func (n *node) Receive(ctx actor.Context) {
 		if n.busy != nil {
 			n.mark(m, ^uint32(0)) // -1
 		}
-		size, sent := len(m.reqs), m.sent // m is recycled by finish
+		size, rtt := len(m.reqs), time.Since(m.sent)
 		if !n.q.park(n, m) {
 			n.finish(m)
 		}
-		n.hold(size, sent)
+		n.hold(size, rtt)
 		n.flush()
 		n.checkDrained()
 	case *holdEnd:
