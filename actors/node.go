@@ -48,8 +48,6 @@ type node struct {
 	// silentSince: the send of the first batch that timed out since the
 	// master last answered; zero while it answers (slow.go).
 	silentSince time.Time
-
-	co coalesce // coalesce.go
 }
 
 // batch is one Do call's worth of work; it is also the message the I/O
@@ -87,20 +85,13 @@ func (n *node) Receive(ctx actor.Context) {
 		if n.busy != nil {
 			n.mark(m, ^uint32(0)) // -1
 		}
-		size, rtt := len(m.reqs), time.Since(m.sent)
 		if !n.q.park(n, m) {
 			n.finish(m)
 		}
-		n.hold(size, rtt)
 		n.flush()
 		n.checkDrained()
-	case *holdEnd:
-		n.co.on = false
-		n.flush()
 	case *drainMsg:
 		n.drained = append(n.drained, m.done)
-		n.stopHolds() // closing: no reason to wait for more ops
-		n.flush()
 		n.checkDrained()
 	case *infoResult:
 		n.q.learn(n, m)
@@ -108,7 +99,6 @@ func (n *node) Receive(ctx actor.Context) {
 	case *infoTick:
 		n.q.check(n)
 	case *actor.Stopping:
-		n.stopHolds()
 		n.q.stop()
 		close(n.work)
 	case *actor.Started:
@@ -198,9 +188,6 @@ func (n *node) checkDrained() {
 
 // flush sends queued ops while there is room in flight.
 func (n *node) flush() {
-	if n.holding() {
-		return
-	}
 	for n.inflight < n.maxInFlight && len(n.queue) > 0 {
 		b := n.batch()
 		var now time.Time
