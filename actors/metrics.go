@@ -468,15 +468,18 @@ type opCount struct {
 
 // queued records the ops waiting at master i.
 func (m *Metrics) queued(i, queued int) {
-	// Most often the count has not changed since the batch that just left
-	// stored it (or, when nobody listens, it stays 0 and the queue is
-	// empty): one load then spares the provider check, which is this
-	// hook's cost when nobody listens.
-	if m == nil || m.nodes[i].queued.Load() == int64(queued) {
+	// Stored whether anybody listens or not. The count changes with nearly
+	// every op queued (this runs once per op and master, ten times a lock
+	// cycle), and asking the global provider whether anybody listens cost
+	// more than the store it would spare: about 70 instructions a call
+	// against a few (callgrind, BENCHMARKS.md "Round 3 toward 1.0x the
+	// ceiling"). Only the gauge's callback reads the count, and only once
+	// somebody listens.
+	if m == nil {
 		return
 	}
-	if m.On() {
-		m.nodes[i].queued.Store(int64(queued))
+	if nm := &m.nodes[i]; nm.queued.Load() != int64(queued) {
+		nm.queued.Store(int64(queued))
 	}
 }
 
