@@ -91,10 +91,10 @@ func (n *node) hear(b *batch) {
 				n.silentSince = b.sent
 			}
 		}
-		if !r.reply || r.cleanup || !(r.call.Kind == Acquire || r.call.Kind == Release) {
-			continue
+		if r.slow == 0 || r.cleanup {
+			continue // not an op that may be slow (r.slow: the call's silenceLimit)
 		}
-		if silent := now.Sub(n.silentSince); silent < silenceLimit(r.call) {
+		if silent := now.Sub(n.silentSince); silent < r.slow {
 			b.res[i].Err = &slowError{err: err, silent: silent}
 		}
 	}
@@ -124,6 +124,9 @@ func (c *coordinator) resendSlow(ctx actor.Context, call *Call) bool {
 	call.answered &^= mask
 	r := &opRequest{
 		call:   call,
+		gen:    call.life,
+		hash:   call.hash,
+		slow:   silenceLimit(call),
 		seq:    call.seq,
 		op:     transport.Op{Kind: call.Mode.release(), Key: call.Key, Keys: call.Keys, Value: call.Value},
 		shard:  c.shard,

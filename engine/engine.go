@@ -455,7 +455,8 @@ func (e *Engine) acquireMode(ctx context.Context, op, key string, keys []string,
 	drift := check.Drift(&o)
 	l := &lock{e: e, key: key, keys: keys, ttl: o.TTL, drift: drift, maxExt: o.MaxExtensions, auto: o.AutoExtend}
 	l.value = l.newValue()
-	call := actors.NewCall(actors.Acquire, op, key, l.value, o.TTL, drift)
+	call := actors.GetCall(actors.Acquire, op, key, l.value, o.TTL, drift)
+	defer call.Release() // reused (actors/callpool.go): nothing of it outlives this
 	call.Keys = keys
 	call.Retry = o.Retry
 	call.Fenced = o.Fencing
@@ -848,7 +849,8 @@ func (l *lock) extend(ctx context.Context, auto bool) error {
 	l.sig.Lock() // the timer reads extended under sig
 	l.extended++
 	l.sig.Unlock()
-	call := actors.NewCall(actors.Extend, "extend", l.key, l.value, l.ttl, l.drift)
+	call := actors.GetCall(actors.Extend, "extend", l.key, l.value, l.ttl, l.drift)
+	defer call.Release()
 	call.Keys = l.keys
 	call.Mode = l.mode
 	call.Until = until
@@ -892,7 +894,8 @@ func (l *lock) unlock(ctx context.Context) error {
 	}
 	// From here on the engine cannot vouch for the lock.
 	l.lose(released)
-	call := actors.NewCall(actors.Release, "unlock", l.key, l.value, l.ttl, l.drift)
+	call := actors.GetCall(actors.Release, "unlock", l.key, l.value, l.ttl, l.drift)
+	defer call.Release()
 	call.Keys = l.keys
 	call.Mode = l.mode
 	call.Sem = l.sem
