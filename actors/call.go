@@ -59,9 +59,8 @@ type Call struct {
 	// reset without anyone remembering to.
 	callState
 
-	// done signals the result: closed for a Call of NewCall; for a pooled
-	// Call of GetCall, a channel of capacity one that gets one value per
-	// lifetime, so that reuse costs no channel (callpool.go).
+	// done is closed when the result is there; made anew for each
+	// lifetime (callpool.go says why).
 	done chan struct{}
 
 	// gen counts the Call's retirements (callpool.go): every message that
@@ -185,8 +184,7 @@ func NewCall(kind CallKind, op, key, value string, ttl, drift time.Duration) *Ca
 	return c
 }
 
-// Done is closed when the call has its result; for a pooled Call
-// (GetCall) it instead delivers one value, to be received once.
+// Done is closed when the call has its result.
 func (c *Call) Done() <-chan struct{} { return c.done }
 
 // from is when the current phase's validity starts: the earliest send time

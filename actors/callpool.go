@@ -10,9 +10,17 @@ import (
 // A lock cycle used to allocate two Calls (the Lock's and the Unlock's) and
 // their done channels: 63 % of the bytes a cycle allocated at 256 lockers on
 // the memory masters, and so most of the collector's work. The engine now
-// takes them from a pool (GetCall) and gives them back (Release), and the
-// done channel goes with the Call: it carries one value per lifetime instead
-// of being closed.
+// takes them from a pool (GetCall) and gives them back (Release).
+//
+// The done channel is not reused: each lifetime makes its own and closes it.
+// A channel belongs to the testing/synctest bubble of the goroutine that made
+// it, and any use of it from outside that bubble is a fatal error of the
+// runtime (not a panic): a Call pooled from a test in a bubble and reused by
+// the next test, or by a user's code and a user's synctest test in one
+// process, would kill the process. Nothing public tells a goroutine which
+// bubble it is in, and a channel made outside every bubble would not block
+// durably inside one (synctest.Wait would never see the caller idle), so the
+// channel is made afresh, on the caller's goroutine, in the caller's bubble.
 //
 // A Call is referred to long after its result: by replies still on their way
 // from slow masters, by timer messages a cancelled timer had already sent, by
@@ -31,18 +39,19 @@ import (
 // can make reuse deterministic (sync.Pool gives no promise of handing back a
 // given Call, and drops a share of them under the race detector).
 var (
-	callPool = sync.Pool{New: func() any { return &Call{done: make(chan struct{}, 1)} }}
+	callPool = sync.Pool{New: func() any { return new(Call) }}
 	getCall  = func() *Call { return callPool.Get().(*Call) }
 	putCall  = func(c *Call) { callPool.Put(c) }
 )
 
 // GetCall is NewCall for a Call that is reused: the caller must wait for its
-// result (one receive from Done) if it submitted it, read what it needs, and
-// then call Release. It must not keep the Call, nor anything of it that a
+// result (Done) if it submitted it, read what it needs, and then call
+// Release. It must not keep the Call, nor anything of it that a
 // later lifetime would overwrite, after Release.
 func GetCall(kind CallKind, op, key, value string, ttl, drift time.Duration) *Call {
 	c := getCall()
 	c.Kind, c.Op, c.Key, c.Value, c.TTL, c.Drift = kind, op, key, value, ttl, drift
+	c.done = make(chan struct{}) // see above: never reused
 	c.pooled = true
 	c.refs.Store(1) // the caller's
 	return c
@@ -79,27 +88,9 @@ func (c *Call) recycle() {
 	if !c.pooled || c.Keys != nil {
 		return
 	}
-	select {
-	case <-c.done: // a value nobody received (the Call was never submitted)
-	default:
-	}
+	c.done = nil
 	c.callState = callState{}
 	putCall(c)
-}
-
-// signal tells the caller the result is there.
-func (c *Call) signal() {
-	if !c.pooled {
-		close(c.done)
-		return
-	}
-	// The buffer is empty: one value per lifetime, received by the caller
-	// before Release, or drained by recycle. A full buffer would be a
-	// broken invariant, and the coordinator must not block on it.
-	select {
-	case c.done <- struct{}{}:
-	default:
-	}
 }
 
 // retire marks call as no longer referred to by the coordinator's state:
