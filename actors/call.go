@@ -218,11 +218,10 @@ type opRequest struct {
 	// before reading anything of it: a node never reads the Call, which
 	// may be in its next lifetime by then (callpool.go). What the node
 	// needs of it is copied: hash (the key's, for the in-flight table)
-	// and slow (slow.go).
+	// and slowable (slow.go).
 	call     *Call
 	gen      uint64
 	hash     uint64
-	slow     time.Duration // the silence limit if a timeout may be slow (slow.go), 0 if never
 	seq      uint64
 	op       transport.Op
 	deadline time.Time // acquires and extensions (expires): not worth sending after this
@@ -235,6 +234,10 @@ type opRequest struct {
 	// resent marks a release sent again to a master that was slow
 	// (coordinator.resendSlow).
 	resent bool
+	// slowable: a timeout of this op may be slow rather than failed
+	// (slow.go: an acquire's or an Unlock's op that wants a reply), for
+	// op.TTL, the call's silenceLimit.
+	slowable bool
 }
 
 // reply is one master's answer to one opRequest.

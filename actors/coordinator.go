@@ -239,9 +239,7 @@ func (c *coordinator) send(ctx actor.Context, call *Call, kind transport.OpKind,
 		shard: c.shard,
 		reply: reply,
 	}
-	if reply && (call.Kind == Acquire || call.Kind == Release) {
-		r.slow = silenceLimit(call)
-	}
+	r.slowable = reply && (call.Kind == Acquire || call.Kind == Release)
 	if kind == transport.RaiseFence {
 		r.op.Token = call.token
 	}
