@@ -101,7 +101,11 @@ func (c *Call) recycle() {
 // are never reused, and an AcquireAny's children go on being used after
 // they finish (discard).
 func (c *coordinator) retire(call *Call) {
-	if !call.pooled {
+	if !call.pooled || call.any != nil || call.parent != nil {
+		// Not reused: an AcquireAny and its children refer to each other
+		// after they finish (childDone, discard, Won); the engine takes
+		// those from NewCall, and one from GetCall is left to the
+		// collector rather than reasoned about.
 		return
 	}
 	if _, ok := c.pending[call]; ok {
