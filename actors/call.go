@@ -122,8 +122,9 @@ type callState struct {
 	// life is gen as Submit found it: the lifetime that the messages about
 	// this submission carry. Written by the caller before Submit, read-only
 	// after; pooled: the Call came from GetCall (callpool.go).
-	life   uint64
-	pooled bool
+	life     uint64
+	pooled   bool
+	retiring bool // the coordinator has let go of this lifetime (callpool.go)
 
 	// Coordinator-owned state.
 	phase     phase

@@ -108,9 +108,10 @@ func (c *coordinator) retire(call *Call) {
 		// collector rather than reasoned about.
 		return
 	}
-	if _, ok := c.pending[call]; ok {
-		return // retired when its cleanup ends
+	if _, ok := c.pending[call]; ok || call.retiring {
+		return // retired when its cleanup ends; or retired already
 	}
+	call.retiring = true // once per lifetime: refs counts one reference
 	c.retired = append(c.retired, call)
 }
 
