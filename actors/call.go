@@ -59,9 +59,15 @@ type Call struct {
 	// reset without anyone remembering to.
 	callState
 
-	// done is closed when the result is there; made anew for each
-	// lifetime (callpool.go says why).
+	// done is closed when the result is there: always made by NewCall;
+	// for a Call of GetCall only if the caller asks (MakeDone), anew for
+	// each lifetime (callpool.go says why). Without it, wg signals.
 	done chan struct{}
+	// wg signals the result of a Call without done: one Add by Submit, one
+	// Done by finish, one Wait by the caller (Call.Wait). It allocates
+	// nothing, and it is back at zero, free of any synctest bubble, before
+	// the Call can be reused.
+	wg sync.WaitGroup
 
 	// gen counts the Call's retirements (callpool.go): every message that
 	// names the Call carries the gen of its lifetime, and a handler that
@@ -185,7 +191,8 @@ func NewCall(kind CallKind, op, key, value string, ttl, drift time.Duration) *Ca
 	return c
 }
 
-// Done is closed when the call has its result.
+// Done is closed when the call has its result. It is nil for a Call of
+// GetCall without MakeDone: wait for such a call with Wait.
 func (c *Call) Done() <-chan struct{} { return c.done }
 
 // from is when the current phase's validity starts: the earliest send time

@@ -12,7 +12,12 @@ import (
 // the memory masters, and so most of the collector's work. The engine now
 // takes them from a pool (GetCall) and gives them back (Release).
 //
-// The done channel is not reused: each lifetime makes its own and closes it.
+// The result is signalled without allocating where the caller needs no
+// channel (a context that never ends, the common case of engine.run): Submit
+// adds one to the Call's WaitGroup, finish takes it away, the caller Waits.
+// Where the caller must select on its context as well, it asks for a done
+// channel (MakeDone) before Submit, and that channel is not reused: each
+// lifetime makes its own and closes it.
 // A channel belongs to the testing/synctest bubble of the goroutine that made
 // it, and any use of it from outside that bubble is a fatal error of the
 // runtime (not a panic): a Call pooled from a test in a bubble and reused by
@@ -21,6 +26,9 @@ import (
 // bubble it is in, and a channel made outside every bubble would not block
 // durably inside one (synctest.Wait would never see the caller idle), so the
 // channel is made afresh, on the caller's goroutine, in the caller's bubble.
+// A WaitGroup has no such trouble: it joins the bubble of its Add and leaves
+// it when its count is back at zero and its waiter has returned (sync's
+// waitgroup.go), which is before Release.
 //
 // A Call is referred to long after its result: by replies still on their way
 // from slow masters, by timer messages a cancelled timer had already sent, by
@@ -51,7 +59,6 @@ var (
 func GetCall(kind CallKind, op, key, value string, ttl, drift time.Duration) *Call {
 	c := getCall()
 	c.Kind, c.Op, c.Key, c.Value, c.TTL, c.Drift = kind, op, key, value, ttl, drift
-	c.done = make(chan struct{}) // see above: never reused
 	c.pooled = true
 	c.refs.Store(1) // the caller's
 	return c
@@ -72,6 +79,36 @@ func (c *Call) Release() {
 func (c *Call) submitted() {
 	c.life = c.gen.Load()
 	c.refs.Add(1)
+	if c.done == nil {
+		c.wg.Add(1)
+	}
+}
+
+// MakeDone gives a Call of GetCall a done channel, for a caller that must
+// select on it (Done); only before Submit. Without it, the caller waits with
+// Wait, which allocates nothing.
+func (c *Call) MakeDone() {
+	if c.done == nil {
+		c.done = make(chan struct{}) // never reused: see above
+	}
+}
+
+// Wait blocks until the call has its result, whichever way it signals it.
+func (c *Call) Wait() {
+	if c.done != nil {
+		<-c.done
+		return
+	}
+	c.wg.Wait()
+}
+
+// signal tells the caller the result is there.
+func (c *Call) signal() {
+	if c.done != nil {
+		close(c.done)
+		return
+	}
+	c.wg.Done()
 }
 
 // current reports whether a message stamped with gen belongs to the Call's

@@ -500,7 +500,7 @@ func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
 	call.Err = err
 	c.active.remove(call)
 	c.calls.Store(int32(len(c.active)))
-	close(call.done)
+	call.signal()
 	if call.Mode == Writer && err != nil && call.attempts > 0 && !c.closing {
 		c.giveUp(ctx, call)
 	}
