@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/quorumlock/redlock/api"
@@ -324,4 +325,43 @@ func TestLateCleanupReplyAfterReuseInSameShard(t *testing.T) {
 		t.Fatalf("b: got %v, want ErrNotAcquired", err)
 	}
 	y.Release()
+}
+
+// A Call used inside a testing/synctest bubble is reused outside it, and
+// back: the WaitGroup that signals its result must leave the bubble with
+// its count (a done channel made in the bubble killed the process when used
+// outside it: "select on synctest channel from outside bubble").
+func TestReusedCallCrossesSynctestBubbles(t *testing.T) {
+	reused := lifoCalls(t)
+	memoryCluster := func(t *testing.T) *Cluster {
+		ts := []transport.Transport{memory.New().Transport(), memory.New().Transport(), memory.New().Transport()}
+		return start(t, ts, time.Second, 1)
+	}
+	lockOnce := func(t *testing.T, c *Cluster, key string) *Call {
+		call := tryCall(key, "value-of-"+key)
+		if err := c.Submit(call); err != nil {
+			t.Fatal(err)
+		}
+		call.Wait()
+		if call.Err != nil {
+			t.Fatalf("%s: %v", key, call.Err)
+		}
+		call.Release()
+		if got := <-reused; got != call {
+			t.Fatal("another Call was recycled")
+		}
+		return call
+	}
+	var first *Call
+	synctest.Test(t, func(t *testing.T) {
+		first = lockOnce(t, memoryCluster(t), "in-bubble")
+	})
+	if got := lockOnce(t, memoryCluster(t), "outside"); got != first {
+		t.Fatal("the pool did not hand back the Call used in the bubble")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		if got := lockOnce(t, memoryCluster(t), "in-another-bubble"); got != first {
+			t.Fatal("the pool did not hand back the Call")
+		}
+	})
 }
