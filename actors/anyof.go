@@ -214,7 +214,7 @@ func (c *coordinator) discard(ctx actor.Context, k *Call) {
 	if !c.closing {
 		c.pending[k] = struct{}{}
 		k.left.wait = c.masterTimeout
-		k.timer = c.sched.SendOnce(k.left.wait, c.self, &cleanupTick{call: k})
+		k.timer = c.sched.SendOnce(k.left.wait, c.self, &cleanupTick{call: k, gen: k.life})
 	}
 	// A local waiter of the semaphore may now find this slot free; the
 	// release went to the nodes first, so its SET follows the release.

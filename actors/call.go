@@ -3,6 +3,7 @@ package actors
 import (
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/scheduler"
@@ -53,6 +54,34 @@ const (
 // them in the background after Done is closed, until each master has
 // answered or the keys must have expired (see coordinator.leave).
 type Call struct {
+	// callState is everything a lifetime of the Call owns: a reused Call
+	// (callpool.go) is reset by zeroing it whole, so a field added there is
+	// reset without anyone remembering to.
+	callState
+
+	// done is closed when the result is there: always made by NewCall;
+	// for a Call of GetCall only if the caller asks (MakeDone), anew for
+	// each lifetime (callpool.go says why). Without it, wg signals.
+	done chan struct{}
+	// wg signals the result of a Call without done: one Add by Submit, one
+	// Done by finish, one Wait by the caller (Call.Wait). It allocates
+	// nothing, and it is back at zero, free of any synctest bubble, before
+	// the Call can be reused.
+	wg sync.WaitGroup
+
+	// gen counts the Call's retirements (callpool.go): every message that
+	// names the Call carries the gen of its lifetime, and a handler that
+	// finds gen moved on ignores it without reading anything else. Atomic:
+	// a stale message's handler may read it while the Call's next owner
+	// runs on another goroutine.
+	gen atomic.Uint64
+	// refs counts the holders of a pooled Call: the caller, and the
+	// coordinator from Submit to retirement. The last to let go recycles it.
+	refs atomic.Int32
+}
+
+// callState is a Call's per-lifetime state (see Call).
+type callState struct {
 	// Request, set by the caller before Submit and read-only afterwards.
 	// The one-byte fields and slot share a word: a Call is 512 bytes, the
 	// top of its allocation size class, so a padded byte can cost 64.
@@ -95,9 +124,13 @@ type Call struct {
 	Token    int64         // the fencing token of a fenced acquire
 	Span     trace.Span    // the caller's span, if recording: attempts become its events
 
-	done chan struct{}
-
 	hash uint64 // keyHash(Key), set by Submit
+	// life is gen as Submit found it: the lifetime that the messages about
+	// this submission carry. Written by the caller before Submit, read-only
+	// after; pooled: the Call came from GetCall (callpool.go).
+	life     uint64
+	pooled   bool
+	retiring bool // the coordinator has let go of this lifetime (callpool.go)
 
 	// Coordinator-owned state.
 	phase     phase
@@ -153,10 +186,13 @@ func (c *Call) stop() {
 
 // NewCall returns a Call ready to be filled and submitted.
 func NewCall(kind CallKind, op, key, value string, ttl, drift time.Duration) *Call {
-	return &Call{Kind: kind, Op: op, Key: key, Value: value, TTL: ttl, Drift: drift, done: make(chan struct{})}
+	c := &Call{done: make(chan struct{})}
+	c.Kind, c.Op, c.Key, c.Value, c.TTL, c.Drift = kind, op, key, value, ttl, drift
+	return c
 }
 
-// Done is closed when the call has its result.
+// Done is closed when the call has its result. It is nil for a Call of
+// GetCall without MakeDone: wait for such a call with Wait.
 func (c *Call) Done() <-chan struct{} { return c.done }
 
 // from is when the current phase's validity starts: the earliest send time
@@ -186,7 +222,14 @@ func acquires(kind transport.OpKind) bool {
 // opRequest is one operation for the masters. The coordinator sends the same
 // pointer to every node actor; it is read-only once sent.
 type opRequest struct {
-	call     *Call // call.hash is the key's, for the node's in-flight table
+	// call is only for the coordinator that sent it, which checks gen
+	// before reading anything of it: a node never reads the Call, which
+	// may be in its next lifetime by then (callpool.go). What the node
+	// needs of it is copied: hash (the key's, for the in-flight table)
+	// and slowable (slow.go).
+	call     *Call
+	gen      uint64
+	hash     uint64
 	seq      uint64
 	op       transport.Op
 	deadline time.Time // acquires and extensions (expires): not worth sending after this
@@ -199,6 +242,10 @@ type opRequest struct {
 	// resent marks a release sent again to a master that was slow
 	// (coordinator.resendSlow).
 	resent bool
+	// slowable: a timeout of this op may be slow rather than failed
+	// (slow.go: an acquire's or an Unlock's op that wants a reply), for
+	// op.TTL, the call's silenceLimit.
+	slowable bool
 }
 
 // reply is one master's answer to one opRequest.
@@ -240,6 +287,7 @@ func keyHash(key string) uint64 { return maphash.String(keySeed, key) }
 // ended.
 type cancelCall struct {
 	call *Call
+	gen  uint64
 	err  error
 }
 
@@ -248,12 +296,16 @@ type cancelCall struct {
 // message it already sent).
 type retryTick struct {
 	call *Call
+	gen  uint64
 	seq  uint64
 }
 
 // cleanupTick is the timer message of a finished call's next background
 // cleanup.
-type cleanupTick struct{ call *Call }
+type cleanupTick struct {
+	call *Call
+	gen  uint64
+}
 
 // wakeShard tells a coordinator that a multi-key Release run by another
 // shard has released the keys of the call, some of them its own. It is the

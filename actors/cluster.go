@@ -133,6 +133,7 @@ func (c *Cluster) Submit(call *Call) error {
 		return api.ErrClosed
 	}
 	call.hash = keyHash(call.Key)
+	call.submitted()
 	c.system.Root.Send(c.coords[c.shard(call)], call)
 	return nil
 }
@@ -144,7 +145,7 @@ func (c *Cluster) Cancel(call *Call, err error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if !c.closed {
-		c.system.Root.Send(c.coords[c.shard(call)], &cancelCall{call: call, err: err})
+		c.system.Root.Send(c.coords[c.shard(call)], &cancelCall{call: call, gen: call.life, err: err})
 	}
 }
 

@@ -43,6 +43,9 @@ type coordinator struct {
 
 	// calls is len(active), for the mailbox (lonecall.go).
 	calls atomic.Int32
+
+	// retired: pooled calls let go at the end of this Receive (callpool.go).
+	retired []*Call
 }
 
 // cleanupMaxWait caps the delay between background cleanups of one call
@@ -78,13 +81,17 @@ func (c *coordinator) Receive(ctx actor.Context) {
 	case *Call:
 		c.start(ctx, m)
 	case *retryTick:
-		if m.call.phase == phaseWaiting && m.call.seq == m.seq {
+		if m.call.current(m.gen) && m.call.phase == phaseWaiting && m.call.seq == m.seq {
 			c.attempt(ctx, m.call)
 		}
 	case *cancelCall:
-		c.cancel(ctx, m.call, m.err)
+		if m.call.current(m.gen) {
+			c.cancel(ctx, m.call, m.err)
+		}
 	case *cleanupTick:
-		c.cleanLater(ctx, m.call)
+		if m.call.current(m.gen) {
+			c.cleanLater(ctx, m.call)
+		}
 	case *wakeShard:
 		for _, k := range m.Keys {
 			if c.shardOf(k) == int(c.shard) {
@@ -105,6 +112,9 @@ func (c *coordinator) Receive(ctx actor.Context) {
 		c.closing = true
 		c.abandonActive(ctx)
 		c.cleanLast(ctx)
+	}
+	if len(c.retired) != 0 {
+		c.retireAll()
 	}
 }
 
@@ -222,11 +232,14 @@ func (c *coordinator) attempt(ctx actor.Context, call *Call) {
 func (c *coordinator) send(ctx actor.Context, call *Call, kind transport.OpKind, reply bool) {
 	r := &opRequest{
 		call:  call,
+		gen:   call.life,
+		hash:  call.hash,
 		seq:   call.seq,
 		op:    transport.Op{Kind: kind, Key: call.Key, Keys: call.Keys, Value: call.Value, TTL: call.TTL},
 		shard: c.shard,
 		reply: reply,
 	}
+	r.slowable = reply && (call.Kind == Acquire || call.Kind == Release)
 	if kind == transport.RaiseFence {
 		r.op.Token = call.token
 	}
@@ -242,6 +255,9 @@ func (c *coordinator) send(ctx actor.Context, call *Call, kind transport.OpKind,
 
 func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 	call := rep.req.call
+	if !call.current(rep.req.gen) {
+		return // a reply to a lifetime of the Call that has ended (callpool.go)
+	}
 	if rep.req.cleanup {
 		c.cleaned(ctx, node, rep)
 		return
@@ -430,7 +446,7 @@ func (c *coordinator) backOff(call *Call) {
 		d += took
 	}
 	backedOff(call, d)
-	call.timer = c.sched.SendOnce(d, c.self, &retryTick{call: call, seq: call.seq})
+	call.timer = c.sched.SendOnce(d, c.self, &retryTick{call: call, gen: call.life, seq: call.seq})
 }
 
 // cancel ends a call whose caller's context ended.
@@ -485,7 +501,7 @@ func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
 	call.Err = err
 	c.active.remove(call)
 	c.calls.Store(int32(len(c.active)))
-	close(call.done)
+	call.signal()
 	if call.Mode == Writer && err != nil && call.attempts > 0 && !c.closing {
 		c.giveUp(ctx, call)
 	}
@@ -494,7 +510,7 @@ func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
 		// releases them; a call that lost releases them from here on.
 		c.pending[call] = struct{}{}
 		l.wait = c.masterTimeout
-		call.timer = c.sched.SendOnce(l.wait, c.self, &cleanupTick{call: call})
+		call.timer = c.sched.SendOnce(l.wait, c.self, &cleanupTick{call: call, gen: call.life})
 	}
 	c.releaseAtClose(ctx, call, err) // Close ends it: no background cleanup will follow
 	if call.Queue {
@@ -503,6 +519,7 @@ func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
 	if call.parent != nil {
 		c.childDone(ctx, call)
 	}
+	c.retire(call)
 }
 
 // leave ends an attempt that did not win: its SET may have landed on any
@@ -531,6 +548,8 @@ func (c *coordinator) leave(ctx actor.Context, call *Call) {
 func (c *coordinator) release(ctx actor.Context, call *Call, mask uint64) {
 	r := &opRequest{
 		call:    call,
+		gen:     call.life,
+		hash:    call.hash,
 		seq:     uint64(call.left.gen),
 		op:      transport.Op{Kind: call.Mode.cleanup(), Key: call.Key, Keys: call.Keys, Value: call.Value},
 		shard:   c.shard,
@@ -566,8 +585,8 @@ func (c *coordinator) cleaned(ctx actor.Context, node int, rep *reply) {
 		}
 	case phaseDone:
 		if _, ok := c.pending[call]; ok && l.mask == 0 {
-			delete(c.pending, call)
 			call.stop()
+			c.unpend(call)
 		}
 	}
 }
@@ -584,14 +603,14 @@ func (c *coordinator) cleanLater(ctx actor.Context, call *Call) {
 	call.timer = nil
 	l := call.left
 	if l.mask == 0 || time.Since(call.t1) > c.queueLimit(call)+c.masterTimeout+call.TTL+call.Drift {
-		delete(c.pending, call)
+		c.unpend(call)
 		return
 	}
 	if m := l.mask &^ l.cleaning; m != 0 {
 		c.release(ctx, call, m)
 	}
 	l.wait = min(2*l.wait, max(cleanupMaxWait, c.masterTimeout))
-	call.timer = c.sched.SendOnce(l.wait, c.self, &cleanupTick{call: call})
+	call.timer = c.sched.SendOnce(l.wait, c.self, &cleanupTick{call: call, gen: call.life})
 }
 
 // cleanLast makes a final attempt at every background cleanup as the engine
@@ -602,7 +621,7 @@ func (c *coordinator) cleanLast(ctx actor.Context) {
 		if m := call.left.mask &^ call.left.cleaning; m != 0 {
 			c.release(ctx, call, m)
 		}
-		delete(c.pending, call)
+		c.unpend(call)
 	}
 }
 

@@ -130,7 +130,7 @@ const busySlots = 1 << 12
 func (n *node) mark(b *batch, delta uint32) {
 	for i, r := range b.reqs {
 		if len(b.ops[i].Keys) == 0 {
-			n.busy[r.call.hash%busySlots] += delta
+			n.busy[r.hash%busySlots] += delta
 			continue
 		}
 		for _, k := range b.ops[i].Keys {
@@ -141,7 +141,7 @@ func (n *node) mark(b *batch, delta uint32) {
 
 func (n *node) isBusy(r *opRequest) bool {
 	if len(r.op.Keys) == 0 {
-		return n.busy[r.call.hash%busySlots] > 0
+		return n.busy[r.hash%busySlots] > 0
 	}
 	for _, k := range r.op.Keys {
 		if n.busy[keyHash(k)%busySlots] > 0 {

@@ -66,6 +66,8 @@ func (m Mode) extend() transport.OpKind {
 func (c *coordinator) giveUp(ctx actor.Context, call *Call) {
 	r := &opRequest{
 		call:  call,
+		gen:   call.life,
+		hash:  call.hash,
 		op:    transport.Op{Kind: transport.ReleaseShared, Key: call.Key, Value: call.Value},
 		shard: c.shard,
 	}

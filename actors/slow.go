@@ -91,10 +91,10 @@ func (n *node) hear(b *batch) {
 				n.silentSince = b.sent
 			}
 		}
-		if !r.reply || r.cleanup || !(r.call.Kind == Acquire || r.call.Kind == Release) {
+		if !r.slowable {
 			continue
 		}
-		if silent := now.Sub(n.silentSince); silent < silenceLimit(r.call) {
+		if silent := now.Sub(n.silentSince); silent < r.op.TTL { // the call's silenceLimit
 			b.res[i].Err = &slowError{err: err, silent: silent}
 		}
 	}
@@ -123,12 +123,16 @@ func (c *coordinator) resendSlow(ctx actor.Context, call *Call) bool {
 	}
 	call.answered &^= mask
 	r := &opRequest{
-		call:   call,
-		seq:    call.seq,
-		op:     transport.Op{Kind: call.Mode.release(), Key: call.Key, Keys: call.Keys, Value: call.Value},
-		shard:  c.shard,
-		reply:  true,
-		resent: true,
+		call: call,
+		gen:  call.life,
+		hash: call.hash,
+		seq:  call.seq,
+		// TTL: the silence limit for the node (hear); a release ignores it.
+		op:       transport.Op{Kind: call.Mode.release(), Key: call.Key, Keys: call.Keys, Value: call.Value, TTL: silenceLimit(call)},
+		slowable: true,
+		shard:    c.shard,
+		reply:    true,
+		resent:   true,
 	}
 	for i, pid := range c.nodes {
 		if mask&(1<<i) != 0 {

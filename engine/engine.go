@@ -455,7 +455,8 @@ func (e *Engine) acquireMode(ctx context.Context, op, key string, keys []string,
 	drift := check.Drift(&o)
 	l := &lock{e: e, key: key, keys: keys, ttl: o.TTL, drift: drift, maxExt: o.MaxExtensions, auto: o.AutoExtend}
 	l.value = l.newValue()
-	call := actors.NewCall(actors.Acquire, op, key, l.value, o.TTL, drift)
+	call := actors.GetCall(actors.Acquire, op, key, l.value, o.TTL, drift)
+	defer call.Release() // reused (actors/callpool.go): nothing of it outlives this
 	call.Keys = keys
 	call.Retry = o.Retry
 	call.Fenced = o.Fencing
@@ -482,6 +483,9 @@ func (e *Engine) acquireMode(ctx context.Context, op, key string, keys []string,
 // run submits call and waits for it, honouring ctx.
 func (e *Engine) run(ctx context.Context, call *actors.Call) error {
 	call.Span = spanOf(ctx)
+	if ctx.Done() != nil {
+		call.MakeDone() // to select on; without, Wait allocates nothing
+	}
 	if err := e.cluster.Submit(call); err != nil {
 		return &api.Error{Op: call.Op, Key: call.Key, Err: err}
 	}
@@ -489,7 +493,7 @@ func (e *Engine) run(ctx context.Context, call *actors.Call) error {
 		// A context that never ends (Background, TODO): a plain receive,
 		// where a select of two cases took 4 % of a lock cycle's CPU at
 		// 256 lockers on the memory masters.
-		<-call.Done()
+		call.Wait()
 	} else {
 		select {
 		case <-call.Done():
@@ -864,7 +868,8 @@ func (l *lock) extend(ctx context.Context, auto bool) error {
 	l.sig.Lock() // the timer reads extended under sig
 	l.extended++
 	l.sig.Unlock()
-	call := actors.NewCall(actors.Extend, "extend", l.key, l.value, l.ttl, l.drift)
+	call := actors.GetCall(actors.Extend, "extend", l.key, l.value, l.ttl, l.drift)
+	defer call.Release()
 	call.Keys = l.keys
 	call.Mode = l.mode
 	call.Until = until
@@ -908,7 +913,8 @@ func (l *lock) unlock(ctx context.Context) error {
 	}
 	// From here on the engine cannot vouch for the lock.
 	l.lose(released)
-	call := actors.NewCall(actors.Release, "unlock", l.key, l.value, l.ttl, l.drift)
+	call := actors.GetCall(actors.Release, "unlock", l.key, l.value, l.ttl, l.drift)
+	defer call.Release()
 	call.Keys = l.keys
 	call.Mode = l.mode
 	call.Sem = l.sem
