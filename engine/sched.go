@@ -39,6 +39,9 @@ type sched struct {
 	head  int
 	out   int // auto-extensions out, each on its worker goroutine
 	limit int // at most this many out at once (autoslots.go)
+	// work, made once: a go statement with arguments, or with a method
+	// and its receiver, allocates a closure per goroutine started.
+	work func()
 	// closed is set by Close under mu: from then on put refuses, so a lock
 	// is either collected by Close or never enters the heap.
 	closed bool
@@ -56,6 +59,7 @@ const fireChunk = 256
 func (s *sched) init(limit int) {
 	s.base = time.Now()
 	s.limit = limit
+	s.work = s.worker
 }
 
 // put sets l's next event to at (adding l to the heap, or moving it), and
@@ -201,29 +205,28 @@ func (s *sched) extendDue(l *lock) {
 		return // a duplicate wake-up: it is already in line
 	}
 	l.inLine = true
+	s.line = append(s.line, l)
 	if s.out < s.limit {
 		s.out++
-		go s.work(l)
-		return
+		go s.work()
 	}
-	s.line = append(s.line, l)
 }
 
-// work runs due auto-extensions, l first, then whatever is next in line,
-// and ends when the line is empty: a goroutine per slot in use, none per
-// lock waiting.
-func (s *sched) work(l *lock) {
-	for l != nil {
+// worker runs the due auto-extensions first in line, one at a time, and
+// ends when the line is empty: a goroutine per slot in use, none per lock
+// waiting.
+func (s *sched) worker() {
+	for {
 		s.mu.Lock()
+		l := s.next()
+		if l == nil {
+			s.out--
+			s.mu.Unlock()
+			return
+		}
 		l.inLine = false
 		s.mu.Unlock()
 		l.extendDue()
-		s.mu.Lock()
-		l = s.next()
-		if l == nil {
-			s.out--
-		}
-		s.mu.Unlock()
 	}
 }
 
