@@ -549,7 +549,7 @@ type lock struct {
 	cause    error
 	hidx     int32 // place in e.sched's heap, plus one (0: not in it); under sched.mu
 	watched  bool  // put in e.sched once: Done was asked for, or auto-extension
-	inLine   bool  // due and waiting for a slot, or handed to a worker; under sched.mu
+	inLine   bool  // due and waiting for a slot, or handed to a worker; under sched.lmu
 
 	grantedAt time.Time // when Lock returned it, if metrics were on
 }

@@ -3,7 +3,7 @@ package engine
 // SetAutoSlots sets how many auto-extensions may be out at once; call it
 // before any lock is taken.
 func SetAutoSlots(e *Engine, n int) {
-	e.sched.mu.Lock()
+	e.sched.lmu.Lock()
 	e.sched.limit = n
-	e.sched.mu.Unlock()
+	e.sched.lmu.Unlock()
 }

@@ -33,6 +33,11 @@ type sched struct {
 	firing  bool    // a fire is draining the due locks; it re-arms when done
 	due     []*lock // fire's chunk of due locks, reused
 
+	// lmu guards the line and the workers, apart from the heap: a worker
+	// that finishes an extension takes the next under lmu alone, so the
+	// slots' traffic does not queue behind fire's pops or the heap's moves
+	// (nor they behind it). Never held with mu.
+	lmu sync.Mutex
 	// line holds due auto-extensions, in the order they fell due, while
 	// out is at limit; line[head:] are waiting.
 	line  []*lock
@@ -54,7 +59,7 @@ type schedEntry struct {
 
 // fireChunk bounds the due locks fire takes out of the heap at once: its
 // buffer stays small, and the heap is not held through a whole round.
-const fireChunk = 256
+const fireChunk = 32
 
 func (s *sched) init(limit int) {
 	s.base = time.Now()
@@ -196,11 +201,16 @@ func (s *sched) pop() *lock {
 // extension (autoCtx). l.sig held, l.done made.
 func (s *sched) extendDue(l *lock) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	closed := s.closed
+	if !closed {
+		s.set(l, l.until.Sub(s.base))
+	}
+	s.mu.Unlock()
+	if closed {
 		return // Close collected l or will find it lost
 	}
-	s.set(l, l.until.Sub(s.base))
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
 	if l.inLine {
 		return // a duplicate wake-up: it is already in line
 	}
@@ -217,20 +227,20 @@ func (s *sched) extendDue(l *lock) {
 // waiting.
 func (s *sched) worker() {
 	for {
-		s.mu.Lock()
+		s.lmu.Lock()
 		l := s.next()
 		if l == nil {
 			s.out--
-			s.mu.Unlock()
+			s.lmu.Unlock()
 			return
 		}
 		l.inLine = false
-		s.mu.Unlock()
+		s.lmu.Unlock()
 		l.extendDue()
 	}
 }
 
-// next takes the first lock in line, or nil; mu held.
+// next takes the first lock in line, or nil; lmu held.
 func (s *sched) next() *lock {
 	if s.head == len(s.line) {
 		return nil
@@ -275,9 +285,13 @@ func (s *sched) swap(i, j int) {
 	h[j].l.hidx = int32(j + 1)
 }
 
+// The heap is 4-ary, as the runtime's timer heap is: half the levels of a
+// binary one, so half the moves (each a write to a lock's hidx, likely a
+// cache miss at a million locks), and a node's children share a cache line
+// or two of the entries.
 func (s *sched) up(i int) {
 	for i > 0 {
-		p := (i - 1) / 2
+		p := (i - 1) / 4
 		if !s.less(i, p) {
 			return
 		}
@@ -289,12 +303,15 @@ func (s *sched) up(i int) {
 func (s *sched) down(i int) {
 	n := len(s.heap)
 	for {
-		c := 2*i + 1
-		if c >= n {
+		first := 4*i + 1
+		if first >= n {
 			return
 		}
-		if r := c + 1; r < n && s.less(r, c) {
-			c = r
+		c := first
+		for j := first + 1; j < min(first+4, n); j++ {
+			if s.less(j, c) {
+				c = j
+			}
 		}
 		if !s.less(c, i) {
 			return

@@ -281,9 +281,9 @@ func TestSchedManyDueAtOnce(t *testing.T) {
 		if d := runtime.NumGoroutine() - before; d > slots+4 {
 			t.Fatalf("%d more goroutines with %d locks due and %d slots: a goroutine per due lock", d, locks, slots)
 		}
-		e.sched.mu.Lock()
+		e.sched.lmu.Lock()
 		waiting, out := len(e.sched.line)-e.sched.head, e.sched.out
-		e.sched.mu.Unlock()
+		e.sched.lmu.Unlock()
 		if waiting != locks-slots || out != slots {
 			t.Fatalf("%d in line and %d out, want %d and %d", waiting, out, locks-slots, slots)
 		}
@@ -298,9 +298,9 @@ func TestSchedManyDueAtOnce(t *testing.T) {
 				t.Fatalf("lock %d not extended", i)
 			}
 		}
-		e.sched.mu.Lock()
+		e.sched.lmu.Lock()
 		waiting, out = len(e.sched.line)-e.sched.head, e.sched.out
-		e.sched.mu.Unlock()
+		e.sched.lmu.Unlock()
 		if waiting != 0 || out != 0 {
 			t.Fatalf("%d in line and %d out once every lock is extended", waiting, out)
 		}
