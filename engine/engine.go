@@ -691,7 +691,9 @@ func (l *lock) tick() {
 	}
 	// In line for a slot, and scheduled for Until meanwhile; a worker runs
 	// extendDue (autoslots.go).
-	l.e.sched.extendDue(l)
+	if !l.e.sched.extendDue(l) {
+		l.loseLocked(l.closedErr())
+	}
 	l.sig.Unlock()
 }
 

@@ -198,8 +198,10 @@ func (s *sched) pop() *lock {
 // extendDue puts l, due for an auto-extension, in line for a slot, and
 // keeps its Until watched meanwhile and while the extension is out: Done
 // closes at Until whatever the extension is doing, which also ends the
-// extension (autoCtx). l.sig held, l.done made.
-func (s *sched) extendDue(l *lock) {
+// extension (autoCtx). It reports false once the engine is closed (l,
+// taken out of the heap by fire, was not among the locks Close ended).
+// l.sig held, l.done made.
+func (s *sched) extendDue(l *lock) bool {
 	s.mu.Lock()
 	closed := s.closed
 	if !closed {
@@ -207,12 +209,12 @@ func (s *sched) extendDue(l *lock) {
 	}
 	s.mu.Unlock()
 	if closed {
-		return // Close collected l or will find it lost
+		return false
 	}
 	s.lmu.Lock()
 	defer s.lmu.Unlock()
 	if l.inLine {
-		return // a duplicate wake-up: it is already in line
+		return true // a duplicate wake-up: it is already in line
 	}
 	l.inLine = true
 	s.line = append(s.line, l)
@@ -220,6 +222,7 @@ func (s *sched) extendDue(l *lock) {
 		s.out++
 		go s.work()
 	}
+	return true
 }
 
 // worker runs the due auto-extensions first in line, one at a time, and
