@@ -43,16 +43,15 @@ type Engine struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	liveMu sync.Mutex
-	live   map[*lock]struct{} // locks with an armed timer, stopped on Close
-	// closed is set by Close (with closedAt, under liveMu). Locks with no
-	// timer are not in live: they read it when asked, so Close need not
-	// know every lock and an unwatched lock costs nothing.
+	// closed is set by Close (with closedAt). Locks nobody watches are not
+	// in sched: they read it when asked, so Close need not know every lock
+	// and an unwatched lock costs nothing.
 	closed   atomic.Bool
 	closedAt time.Time
 	obs      *obs
-	// autoSlots bounds the auto-extensions out at once (autoslots.go).
-	autoSlots chan struct{}
+	// sched is the one timer of every watched lock, and bounds the
+	// auto-extensions out at once (sched.go, autoslots.go).
+	sched sched
 }
 
 var _ api.Locker = (*Engine)(nil)
@@ -242,7 +241,9 @@ func start(ts []transport.Transport, o api.Options) (*Engine, error) {
 		_ = ob.m.Close()
 		return nil, newErr(err)
 	}
-	return &Engine{opts: o, cluster: cl, transports: ts, names: names, lacking: lacking, live: make(map[*lock]struct{}), obs: ob, autoSlots: newAutoSlots(o)}, nil
+	e := &Engine{opts: o, cluster: cl, transports: ts, names: names, lacking: lacking, obs: ob}
+	e.sched.init(autoSlots(o))
+	return e, nil
 }
 
 // refuse says why a feature that needs capability c cannot be used over
@@ -361,15 +362,11 @@ func (e *Engine) Options() api.Options { return e.opts }
 // call more than once.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
-		e.liveMu.Lock()
 		e.closedAt = time.Now()
-		e.closed.Store(true) // from here on arm starts no timer
-		live := make([]*lock, 0, len(e.live))
-		for l := range e.live {
-			live = append(live, l)
-		}
-		e.liveMu.Unlock()
-		for _, l := range live {
+		e.closed.Store(true)
+		// From here on arm puts no lock in sched: each watched lock is
+		// either returned here or finds the engine closed.
+		for _, l := range e.sched.close() {
 			l.lose(l.closedErr())
 		}
 		err := errors.Join(e.cluster.Close(), e.obs.m.Close())
@@ -554,7 +551,9 @@ type lock struct {
 	extendAt time.Time // next auto-extension
 	done     chan struct{}
 	cause    error
-	timer    *time.Timer
+	hidx     int32 // place in e.sched's heap, plus one (0: not in it); under sched.mu
+	watched  bool  // put in e.sched once: Done was asked for, or auto-extension
+	inLine   bool  // due and waiting for a slot, or handed to a worker; under sched.lmu
 
 	grantedAt time.Time // when Lock returned it, if metrics were on
 }
@@ -663,29 +662,17 @@ func (l *lock) arm() {
 	if l.auto > 0 && l.extended < l.maxExt && l.extendAt.Before(next) {
 		next = l.extendAt
 	}
-	d := time.Until(next)
-	if l.timer == nil {
-		// Checked under liveMu, which Close holds while it sets closed and
-		// collects the live locks: a timer is either stopped by Close or
-		// never started.
-		l.e.liveMu.Lock()
-		if l.e.closed.Load() {
-			l.e.liveMu.Unlock()
-			l.loseLocked(l.closedErr())
-			return
-		}
-		l.timer = afterFunc(d, l.tick)
-		l.e.live[l] = struct{}{}
-		l.e.liveMu.Unlock()
-	} else {
-		l.timer.Reset(d)
+	// Refused once Close has collected the watched locks: a lock is
+	// either ended by Close or never scheduled.
+	if !l.e.sched.put(l, next) {
+		l.loseLocked(l.closedErr())
 	}
 }
 
-// tick runs on the timer's goroutine. It never waits for the handle's
-// mutex: while an auto-extension is due, the timer stays armed for the
-// validity deadline, so Done closes at Until whatever Extend or Unlock is
-// doing meanwhile.
+// tick runs on the scheduler's goroutine (sched.fire) when l's event is
+// due. It never waits for the handle's mutex: while an auto-extension is
+// due, l stays scheduled for the validity deadline, so Done closes at Until
+// whatever Extend or Unlock is doing meanwhile.
 func (l *lock) tick() {
 	l.sig.Lock()
 	if l.cause != nil {
@@ -703,32 +690,19 @@ func (l *lock) tick() {
 		l.sig.Unlock()
 		return
 	}
-	until := l.until
-	l.timer.Reset(time.Until(until))
 	if l.done == nil {
 		l.done = make(chan struct{}) // autoExtend's context ends with it
 	}
+	// In line for a slot, and scheduled for Until meanwhile; a worker runs
+	// extendDue (autoslots.go).
+	if !l.e.sched.extendDue(l) {
+		l.loseLocked(l.closedErr())
+	}
 	l.sig.Unlock()
-	if !l.takeSlot() {
-		return // the lock ended while it waited (autoslots.go)
-	}
-	defer l.freeSlot()
-	if !l.mu.TryLock() {
-		// The user's Extend or Unlock has the handle. Unlock ends the lock;
-		// Extend re-arms the timer once it has let go of mu, so a failed one
-		// is retried here.
-		return
-	}
-	if !l.stillDue() {
-		l.mu.Unlock()
-		l.rearm()
-		return
-	}
-	l.autoExtend()
 }
 
 // stillDue reports whether the auto-extension that tick found due still
-// is, now that it has mu: while it waited for a slot, the user's Extend
+// is, now that extendDue has mu: while it waited in line for a slot, the user's Extend
 // may have extended the lock (and used up MaxExtensions), and a second
 // extension then would be spent for nothing, or fail and end a lock that
 // is valid until Until.
@@ -772,7 +746,7 @@ const maxExtendRetries = 2
 func (l *lock) retryExtension() bool {
 	l.sig.Lock()
 	defer l.sig.Unlock()
-	if l.cause != nil || l.timer == nil {
+	if l.cause != nil || !l.watched {
 		return true // ended meanwhile (Unlock, Close, expiry): nothing to do
 	}
 	// A few retries ride out a late read; under sustained overload more
@@ -799,7 +773,7 @@ func (l *lock) retryExtension() bool {
 // extension, whatever came of it.
 func (l *lock) rearm() {
 	l.sig.Lock()
-	if l.timer != nil {
+	if l.watched {
 		l.arm()
 	}
 	l.sig.Unlock()
@@ -822,11 +796,8 @@ func (l *lock) loseLocked(cause error) {
 	if l.done != nil {
 		close(l.done)
 	}
-	if l.timer != nil {
-		l.timer.Stop()
-		l.e.liveMu.Lock()
-		delete(l.e.live, l)
-		l.e.liveMu.Unlock()
+	if l.watched {
+		l.e.sched.remove(l)
 	}
 }
 
