@@ -702,10 +702,10 @@ func (l *lock) tick() {
 }
 
 // stillDue reports whether the auto-extension that tick found due still
-// is, now that extendDue has mu: while it waited in line for a slot, the user's Extend
-// may have extended the lock (and used up MaxExtensions), and a second
-// extension then would be spent for nothing, or fail and end a lock that
-// is valid until Until.
+// is, now that extendDue has mu: while it waited in line for a slot, the
+// user's Extend may have extended the lock (and used up MaxExtensions),
+// and a second extension then would be spent for nothing, or fail and end
+// a lock that is valid until Until.
 func (l *lock) stillDue() bool {
 	l.sig.Lock()
 	defer l.sig.Unlock()

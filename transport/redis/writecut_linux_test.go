@@ -28,13 +28,18 @@ func TestWriteCutDoesNotHoldLaterBatches(t *testing.T) {
 	s.Pause()
 	defer s.Resume()
 
-	// Fill the socket's buffers until a write is cut part way.
-	big := strings.Repeat("v", 256<<10)
+	// One write larger than the socket's buffers on both ends (at most 4
+	// and 32 MiB here) is cut part way by its deadline. The fill's context
+	// ends a second after the deadline it gives the write: Do reports a
+	// batch whose context has ended as "no answer" whatever cut it, so with
+	// one instant for both the cut showed only when the socket's deadline
+	// beat the context's timer, and a fresh clone's CI run never saw it.
+	big := strings.Repeat("v", 64<<20)
 	cut := false
-	for i := 0; i < 2000 && !cut; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	for i := 0; i < 5 && !cut; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 1300*time.Millisecond)
 		res := make([]transport.Result, 1)
-		_ = tr.Do(ctx, []transport.Op{acq(fmt.Sprint("fill", i), big, time.Minute)}, res)
+		_ = tr.Do(cutCtx{ctx, time.Now().Add(300 * time.Millisecond)}, []transport.Op{acq(fmt.Sprint("fill", i), big, time.Minute)}, res)
 		cancel()
 		cut = errors.Is(res[0].Err, errWriteCut)
 	}
@@ -64,3 +69,11 @@ func TestWriteCutDoesNotHoldLaterBatches(t *testing.T) {
 		<-done
 	}
 }
+
+// cutCtx gives a write the deadline d, earlier than its Context ends.
+type cutCtx struct {
+	context.Context
+	d time.Time
+}
+
+func (c cutCtx) Deadline() (time.Time, bool) { return c.d, true }
