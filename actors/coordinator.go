@@ -495,6 +495,7 @@ func (c *coordinator) abandon(ctx actor.Context, call *Call, cause error) {
 }
 
 func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
+	c.unlockLeft(ctx, call) // an Unlock's slow releases: cleaned in the background too (unlockleft.go)
 	call.stop()
 	c.m.finished(call, err, len(c.nodes))
 	call.phase = phaseDone
@@ -505,9 +506,10 @@ func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
 	if call.Mode == Writer && err != nil && call.attempts > 0 && !c.closing {
 		c.giveUp(ctx, call)
 	}
-	if l := call.left; l != nil && l.mask != 0 && err != nil && !c.closing {
+	if l := call.left; l != nil && l.mask != 0 && (err != nil || call.Kind == Release) && !c.closing {
 		// Keys of a call that won belong to its lock, and Unlock
-		// releases them; a call that lost releases them from here on.
+		// releases them; a call that lost releases them from here on,
+		// and so does an Unlock where its release timed out.
 		c.pending[call] = struct{}{}
 		l.wait = c.masterTimeout
 		call.timer = c.sched.SendOnce(l.wait, c.self, &cleanupTick{call: call, gen: call.life})
@@ -556,6 +558,12 @@ func (c *coordinator) release(ctx actor.Context, call *Call, mask uint64) {
 		reply:   true,
 		cleanup: true,
 	}
+	if call.Kind == Release {
+		// An Unlock's own op (a writer's drops its markers too), and a
+		// timeout may be slow: cleaned gives up on a master only once it
+		// is down (unlockleft.go). TTL: the silence limit (hear).
+		r.op.Kind, r.op.TTL, r.slowable = call.Mode.release(), silenceLimit(call), true
+	}
 	call.left.cleaning |= mask
 	for i, pid := range c.nodes {
 		if mask&(1<<i) != 0 {
@@ -572,8 +580,9 @@ func (c *coordinator) cleaned(ctx actor.Context, node int, rep *reply) {
 	}
 	bit := uint64(1) << node
 	l.cleaning &^= bit
-	if rep.res.Err == nil {
+	if rep.res.Err == nil || unlockGivesUp(call, rep.res.Err) {
 		// Deleted, or not ours there: either way nothing of ours is left.
+		// (Or an Unlock's release met a master now down: left to its TTL.)
 		l.mask &^= bit
 	}
 	switch call.phase {

@@ -172,5 +172,10 @@ type Lock interface {
 	// Unlock releases the lock on every master. It returns nil when a
 	// majority released it, ErrNotHeld when it had already expired or been
 	// released, and ErrQuorumUnreachable when too few masters answered.
+	// A master whose release timed out while it was slow, not down, is
+	// sent it again in the background until it answers or the key must
+	// have expired, so its key may outlive the call by a few master
+	// timeouts; a master down (refusing connections, or silent for a TTL)
+	// keeps it until its TTL.
 	Unlock(ctx context.Context) error
 }

@@ -44,9 +44,9 @@ func TestRedisPausedMastersAreLatency(t *testing.T) {
 		t.Fatalf("Unlock while three masters were stopped for three master timeouts: %v (unreachable: %v); want nil once they continue",
 			err, errors.Is(err, api.ErrQuorumUnreachable))
 	}
-	for i, s := range servers {
-		if n := s.DBSize(t); n != 0 {
-			t.Fatalf("master %d holds %d keys after Unlock", i, n)
-		}
-	}
+	// Unlock returns once a majority released: a release that timed out
+	// on a master starved with the rest of the machine may still be on its
+	// way, or be sent again in the background (keys16), so the keys go
+	// within a few cleanups, not at once, and well before their TTL.
+	keysGone(t, servers, 5*time.Second)
 }

@@ -1,0 +1,64 @@
+package actors
+
+import "github.com/asynkron/protoactor-go/actor"
+
+// Releases an Unlock leaves behind (SAFETY.md, "A key after Unlock (keys16)").
+//
+// An Unlock waits for every master, but a master's answer may be a timeout:
+// its release may be applied later, or, on a client starved of CPU, may
+// never have been written (transport/redis fails a batch that waited past
+// its deadline for the connection's write lock, or whose write found the
+// deadline passed, as "no answer", not as transport.ErrNotSent). Once a
+// majority released, resendSlow does not send it again (the outcome does not
+// hang on it), and the key stayed on that master for its TTL after an Unlock
+// that returned nil, against the house rule and api.Lock.Unlock's "releases
+// the lock on every master".
+//
+// So such masters join the background cleanup that failed acquires use
+// (coordinator.leave, cleanLater): the release is sent again from a master
+// timeout after the Unlock, backing off to cleanupMaxWait, until a master
+// answers it or the keys must have expired. It deletes only this lock's
+// value, which nothing sets again after Unlock, so sending it late or twice
+// is harmless. Only masters that were slow (a timeout while the master is
+// not known down, slow.go) or had not answered when the Unlock ended are
+// kept: a master that refused the connection or was silent for a TTL is
+// down, and keeping every Unlock's release for it would turn a minority
+// outage into a background load growing with the Unlock rate. For the same
+// reason a resend that meets a master now down drops that master (cleaned).
+// The Unlock's result does not change: it still counts the first answers.
+
+// unlockLeft hands the masters whose answer to call's release, an Unlock's,
+// was slow or missing to the background cleanup; finish then keeps the
+// call pending as for a failed acquire. While the engine closes, the slow
+// ones get a last release now instead (Close waits for it), and those not
+// answered keep theirs, still out.
+func (c *coordinator) unlockLeft(ctx actor.Context, call *Call) {
+	if call.Kind != Release || call.phase != phaseReleasing || call.left != nil {
+		return
+	}
+	all := uint64(1)<<len(c.nodes) - 1
+	out := all &^ call.answered // releases not answered yet
+	var slow uint64
+	for i, err := range call.errs {
+		if isSlow(err) {
+			slow |= 1 << i
+		}
+	}
+	if slow|out == 0 {
+		return
+	}
+	call.left = &leftovers{mask: slow | out}
+	if c.closing {
+		call.left.cleaning = out
+		if slow != 0 {
+			c.release(ctx, call, slow)
+		}
+	}
+}
+
+// unlockGivesUp reports whether a background release of an Unlock stops at
+// master: it answered with an error other than a slow timeout, so the
+// master is down (or refused at once), and it is left to the key's TTL.
+func unlockGivesUp(call *Call, err error) bool {
+	return call.Kind == Release && err != nil && !isSlow(err)
+}
