@@ -173,15 +173,23 @@ func (c *coordinator) stillSlow(call *Call, rep *reply) {
 	if !ok {
 		return
 	}
+	if overloadSpent(call, rep.sent) {
+		rep.res.Err = se.err
+	}
+}
+
+// overloadSpent starts call's count of overload (Call.slowSince) at sent,
+// or now for an op never sent, unless one is running, and reports whether
+// it has lasted the call's silence limit: the bound that slow masters
+// (stillSlow) and dropped or unsent acquires (stillStale) share.
+func overloadSpent(call *Call, sent time.Time) bool {
 	if call.slowSince.IsZero() {
-		call.slowSince = rep.sent
+		call.slowSince = sent
 		if call.slowSince.IsZero() {
 			call.slowSince = time.Now()
 		}
 	}
-	if time.Since(call.slowSince) >= silenceLimit(call) {
-		rep.res.Err = se.err
-	}
+	return time.Since(call.slowSince) >= silenceLimit(call)
 }
 
 // stillLate records that call's attempt was granted too late (tooLate) and

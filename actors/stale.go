@@ -1,9 +1,6 @@
 package actors
 
-import (
-	"errors"
-	"time"
-)
+import "errors"
 
 // errStaleTooLong is an acquire's errStale once its call has met overload
 // for its TTL at a stretch (stillStale): a failure, no longer an uncounted
@@ -25,13 +22,7 @@ func stillStale(call *Call, rep *reply) {
 	if rep.res.Err != errStale || (call.phase != phaseAcquiring && call.phase != phaseFencing) {
 		return
 	}
-	if call.slowSince.IsZero() {
-		call.slowSince = rep.sent
-		if call.slowSince.IsZero() {
-			call.slowSince = time.Now()
-		}
-	}
-	if time.Since(call.slowSince) >= silenceLimit(call) {
+	if overloadSpent(call, rep.sent) {
 		rep.res.Err = errStaleTooLong
 	}
 }
