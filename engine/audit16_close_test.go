@@ -12,20 +12,6 @@ import (
 	"github.com/quorumlock/redlock/transport"
 )
 
-// mutedExtensions is a master that answers no extension: it holds the
-// batch until the batch's own context ends.
-type mutedExtensions struct{ transport.Transport }
-
-func (m mutedExtensions) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
-	for _, op := range ops {
-		if op.Kind == transport.Extend {
-			<-ctx.Done()
-			return transport.Fail(res, ctx.Err())
-		}
-	}
-	return m.Transport.Do(ctx, ops, res)
-}
-
 // Close while locks are auto-extended: one lock's extension is out (the
 // masters sit on it, for up to a minute), another's waits for the only
 // slot. Close returns, both locks are lost with ErrClosed (not expired:
@@ -38,7 +24,7 @@ func TestCloseWhileAutoExtensionsOut(t *testing.T) {
 		const ttl = time.Second
 		_, ts := memoryMasters(3)
 		for i := range ts {
-			ts[i] = mutedExtensions{ts[i]}
+			ts[i] = unanswered{ts[i], func(op transport.Op) bool { return op.Kind == transport.Extend }}
 		}
 		e, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine(), api.WithTTL(ttl),
 			api.WithMasterTimeout(time.Minute))

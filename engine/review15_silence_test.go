@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -83,22 +84,21 @@ func TestSilentMastersUnlockEndsWithinTTL(t *testing.T) {
 	})
 }
 
-// deadKey is a master on which one key's ops never get an answer (a slot
-// whose shard is paused, behind a transport that serves several shards),
-// while every other op is answered.
-type deadKey struct {
+// unanswered is a master that never answers a batch holding an op that
+// matches (it holds the batch until the batch's own context ends), while
+// every other batch is answered: one key whose shard is paused behind a
+// transport that serves several, or a master that answers no extension.
+type unanswered struct {
 	transport.Transport
-	key string
+	match func(transport.Op) bool
 }
 
-func (d *deadKey) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
-	for _, op := range ops {
-		if op.Key == d.key {
-			<-ctx.Done()
-			return transport.Fail(res, ctx.Err())
-		}
+func (u unanswered) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
+	if slices.ContainsFunc(ops, u.match) {
+		<-ctx.Done()
+		return transport.Fail(res, ctx.Err())
 	}
-	return d.Transport.Do(ctx, ops, res)
+	return u.Transport.Do(ctx, ops, res)
 }
 
 // The silence that makes a slow master down must be the silence of what
@@ -112,7 +112,7 @@ func TestSilentKeyIsUnreachableDespiteOtherTraffic(t *testing.T) {
 		const ttl = time.Second
 		_, ts := memoryMasters(5)
 		for i := range 3 {
-			ts[i] = &deadKey{Transport: ts[i], key: "dead"}
+			ts[i] = unanswered{ts[i], func(op transport.Op) bool { return op.Key == "dead" }}
 		}
 		e, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine(), api.WithMasterTimeout(100*time.Millisecond), api.WithTTL(ttl))
 		if err != nil {
