@@ -10,12 +10,20 @@ import "github.com/asynkron/protoactor-go/actor"
 // final attempt at those; but a call finished while the engine closes
 // joins no background cleanup, and one that was waiting for its next
 // attempt, which would have sent the release again ahead of its SET, never
-// makes it. Its key stayed on the master for its TTL after Close. Releases
-// still out (cleaning) are not sent twice: Close waits for them.
+// makes it. Its key stayed on the master for its TTL after Close. The same
+// last release goes to the masters that were slow to an Unlock finished
+// while closing (unlockLeft). Releases still out (cleaning) are not sent
+// twice: Close waits for them.
 func (c *coordinator) releaseAtClose(ctx actor.Context, call *Call, err error) {
-	if l := call.left; l != nil && err != nil && c.closing {
+	if l := call.left; l != nil && leftBehind(call, err) && c.closing {
 		if m := l.mask &^ l.cleaning; m != 0 {
 			c.release(ctx, call, m)
 		}
 	}
 }
+
+// leftBehind reports whether what call's marked masters hold is left for it
+// to release once it finishes: the keys of an acquire that failed, and those
+// of an Unlock whose releases timed out (unlockleft.go). The keys of an
+// acquire that won belong to its lock, and its Unlock releases them.
+func leftBehind(call *Call, err error) bool { return err != nil || call.Kind == Release }

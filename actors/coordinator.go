@@ -495,7 +495,7 @@ func (c *coordinator) abandon(ctx actor.Context, call *Call, cause error) {
 }
 
 func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
-	c.unlockLeft(ctx, call) // an Unlock's slow releases: cleaned in the background too (unlockleft.go)
+	c.unlockLeft(call) // an Unlock's slow releases: cleaned in the background too (unlockleft.go)
 	call.stop()
 	c.m.finished(call, err, len(c.nodes))
 	call.phase = phaseDone
@@ -506,7 +506,7 @@ func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
 	if call.Mode == Writer && err != nil && call.attempts > 0 && !c.closing {
 		c.giveUp(ctx, call)
 	}
-	if l := call.left; l != nil && l.mask != 0 && (err != nil || call.Kind == Release) && !c.closing {
+	if l := call.left; l != nil && l.mask != 0 && leftBehind(call, err) && !c.closing {
 		// Keys of a call that won belong to its lock, and Unlock
 		// releases them; a call that lost releases them from here on,
 		// and so does an Unlock where its release timed out.

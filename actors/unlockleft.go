@@ -1,7 +1,5 @@
 package actors
 
-import "github.com/asynkron/protoactor-go/actor"
-
 // Releases an Unlock leaves behind (SAFETY.md, "A key after Unlock (keys16)").
 //
 // An Unlock waits for every master, but a master's answer may be a timeout:
@@ -30,9 +28,9 @@ import "github.com/asynkron/protoactor-go/actor"
 // unlockLeft hands the masters whose answer to call's release, an Unlock's,
 // was slow or missing to the background cleanup; finish then keeps the
 // call pending as for a failed acquire. While the engine closes, the slow
-// ones get a last release now instead (Close waits for it), and those not
-// answered keep theirs, still out.
-func (c *coordinator) unlockLeft(ctx actor.Context, call *Call) {
+// ones get a last release from releaseAtClose instead, and those not
+// answered keep theirs, still out (Close waits for them).
+func (c *coordinator) unlockLeft(call *Call) {
 	if call.Kind != Release || call.phase != phaseReleasing || call.left != nil {
 		return
 	}
@@ -49,10 +47,7 @@ func (c *coordinator) unlockLeft(ctx actor.Context, call *Call) {
 	}
 	call.left = &leftovers{mask: slow | out}
 	if c.closing {
-		call.left.cleaning = out
-		if slow != 0 {
-			c.release(ctx, call, slow)
-		}
+		call.left.cleaning = out // still out: Close waits for them; releaseAtClose sends the rest
 	}
 }
 
