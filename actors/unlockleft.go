@@ -1,5 +1,11 @@
 package actors
 
+import (
+	"errors"
+
+	"github.com/quorumlock/redlock/transport"
+)
+
 // Releases an Unlock leaves behind (SAFETY.md, "A key after Unlock (keys16)").
 //
 // An Unlock waits for every master, but a master's answer may be a timeout:
@@ -19,10 +25,12 @@ package actors
 // value, which nothing sets again after Unlock, so sending it late or twice
 // is harmless. Only masters that were slow (a timeout while the master is
 // not known down, slow.go) or had not answered when the Unlock ended are
-// kept: a master that refused the connection or was silent for a TTL is
-// down, and keeping every Unlock's release for it would turn a minority
-// outage into a background load growing with the Unlock rate. For the same
-// reason a resend that meets a master now down drops that master (cleaned).
+// kept, and those whose release the client did not send resendUnsent's
+// maxResends times (the master never saw it; review17). A master that
+// refused the connection or was silent for a TTL is down, and keeping
+// every Unlock's release for it would turn a minority outage into a
+// background load growing with the Unlock rate. For the same reason a
+// resend that meets a master now down drops that master (cleaned).
 // The Unlock's result does not change: it still counts the first answers.
 
 // unlockLeft hands the masters whose answer to call's release, an Unlock's,
@@ -38,7 +46,7 @@ func (c *coordinator) unlockLeft(call *Call) {
 	out := all &^ call.answered // releases not answered yet
 	var slow uint64
 	for i, err := range call.errs {
-		if isSlow(err) {
+		if unlockRetries(err) {
 			slow |= 1 << i
 		}
 	}
@@ -55,5 +63,15 @@ func (c *coordinator) unlockLeft(call *Call) {
 // master: it answered with an error other than a slow timeout, so the
 // master is down (or refused at once), and it is left to the key's TTL.
 func unlockGivesUp(call *Call, err error) bool {
-	return call.Kind == Release && err != nil && !isSlow(err)
+	return call.Kind == Release && err != nil && !unlockRetries(err)
+}
+
+// unlockRetries reports whether an Unlock's release that failed with err
+// is sent again in the background: a slow timeout, or a release the
+// client did not send (transport.ErrNotSent, past resendUnsent's
+// maxResends). No master saw the latter, and the master is not known
+// down: the lateness was this process's, and the key is still there
+// (review17: it stayed for its TTL after an Unlock that returned nil).
+func unlockRetries(err error) bool {
+	return isSlow(err) || errors.Is(err, transport.ErrNotSent)
 }
