@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -77,6 +78,81 @@ func TestUnlockReleaseNotSentPastResendsIsCleaned(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 			synctest.Wait()
+		}
+	})
+}
+
+// heldErr is a context whose Err, the first time it is asked, says it was
+// asked (on asked) and answers only once told to (on answer), then reports
+// the context cancelled: an Unlock given it holds the handle's mutex,
+// which it takes before it looks at its context, for as long as the test
+// wants, as an Unlock whose context ended does for an instant.
+type heldErr struct {
+	context.Context
+	asked, answer chan struct{}
+	once          atomic.Bool
+}
+
+func (c *heldErr) Err() error {
+	if c.once.CompareAndSwap(false, true) {
+		close(c.asked)
+		<-c.answer
+	}
+	return context.Canceled
+}
+
+// An Unlock that fails because its context ended leaves the lock held
+// (api.Lock.Unlock: call it again), and its auto-extension must go on. The
+// due auto-extension's worker skips a lock whose handle is taken (the
+// user's Extend or Unlock has it), counting on Extend to re-arm and on
+// Unlock to end the lock; an Unlock that returns its context's error does
+// neither. Here the worker looks while such an Unlock has the handle: the
+// lock, valid and auto-extended, must not expire at its Until.
+func TestCancelledUnlockDoesNotDropAutoExtension(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fired, release := make(chan struct{}), make(chan struct{})
+		engine.HoldLockTimers(t, fired, release)
+		_, ts := memoryMasters(5)
+		const ttl = time.Second
+		e, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine(), api.WithTTL(ttl), api.WithMasterTimeout(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		l, err := e.Lock(context.Background(), "auto17", api.WithAutoExtend(0.5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-fired // the first auto-extension is due; its timer waits
+		ctx := &heldErr{Context: context.Background(), asked: make(chan struct{}), answer: make(chan struct{})}
+		unlocked := make(chan error, 1)
+		go func() { unlocked <- l.Unlock(ctx) }()
+		<-ctx.asked // Unlock has the handle
+		close(release)
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() { // later firings go through
+			for {
+				select {
+				case <-fired:
+				case <-stop:
+					return
+				}
+			}
+		}()
+		synctest.Wait() // the worker has looked at the lock, and left it
+		close(ctx.answer)
+		if err := <-unlocked; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Unlock with a cancelled context: %v, want context.Canceled", err)
+		}
+		until := l.Until()
+		time.Sleep(time.Until(until) + ttl/10)
+		synctest.Wait()
+		if err := l.Err(); err != nil {
+			t.Fatalf("an auto-extended lock whose Unlock failed for its context: Err = %v %v after its first Until; want still held (the due auto-extension was dropped while the failed Unlock had the handle)", err, ttl/10)
+		}
+		if err := l.Unlock(context.Background()); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
