@@ -36,9 +36,10 @@ func (l *lock) extendDue() {
 	default:
 	}
 	if !l.mu.TryLock() {
-		// The user's Extend or Unlock has the handle. Unlock ends the lock;
-		// Extend re-arms once it has let go of mu, so a failed one is
-		// retried by the scheduler.
+		// The user's Extend or Unlock has the handle. Unlock ends the lock,
+		// or re-arms once it has let go of mu if it failed (its context
+		// ended first); Extend re-arms, so a failed one is retried by the
+		// scheduler.
 		return
 	}
 	if !l.stillDue() {

@@ -866,7 +866,16 @@ func (l *lock) extend(ctx context.Context, auto bool) error {
 	return nil
 }
 
-func (l *lock) Unlock(ctx context.Context) error { return l.unlockObserved(ctx) }
+func (l *lock) Unlock(ctx context.Context) error {
+	err := l.unlockObserved(ctx)
+	if err != nil {
+		// After mu is free, as Extend: a due auto-extension that found mu
+		// taken was skipped (extendDue), and an Unlock that leaves the lock
+		// held (its context ended first) must bring it back (review17).
+		l.rearm()
+	}
+	return err
+}
 
 func (l *lock) unlock(ctx context.Context) error {
 	l.mu.Lock()
