@@ -76,6 +76,11 @@ type Server struct {
 	BusPort int
 	// announce is the port a cluster node advertises (Announce), 0: its own.
 	announce int
+
+	// TLSPort serves TLS beside Port, for a server of StartTLS (tls.go);
+	// 0 for none.
+	TLSPort int
+	tls     *TLSFiles
 }
 
 type process struct {
@@ -99,7 +104,9 @@ func LookPath() (string, error) {
 // directory, and waits until each answers PING. On error every server that
 // did start is stopped again. The caller must call Stop on each server (or
 // StopAll) when done.
-func Start(ctx context.Context, n int) ([]*Server, error) {
+func Start(ctx context.Context, n int) ([]*Server, error) { return startServers(ctx, n, nil) }
+
+func startServers(ctx context.Context, n int, tls *TLSFiles) ([]*Server, error) {
 	bin, err := LookPath()
 	if err != nil {
 		return nil, err
@@ -113,7 +120,7 @@ func Start(ctx context.Context, n int) ([]*Server, error) {
 			StopAll(servers[:i])
 			return nil, err
 		}
-		s := &Server{bin: bin, dir: dir}
+		s := &Server{bin: bin, dir: dir, tls: tls}
 		servers[i] = s
 		wg.Go(func() { errs[i] = s.startOnFreePort(ctx) })
 	}
@@ -148,6 +155,11 @@ func (s *Server) startOnFreePort(ctx context.Context) error {
 			// server's main port can be handed out as it): pick both anew,
 			// or every retry fails on the same bus port.
 			if s.BusPort, err = freePort(); err != nil {
+				return err
+			}
+		}
+		if s.tls != nil {
+			if s.TLSPort, err = freePort(); err != nil {
 				return err
 			}
 		}
@@ -196,6 +208,7 @@ func (s *Server) startLocked(ctx context.Context) error {
 		"--logfile", "", // to stdout, which is our log file
 	)
 	cmd.Args = append(cmd.Args, s.clusterArgs()...)
+	cmd.Args = append(cmd.Args, s.tlsArgs()...)
 	// Files, not buffers: with an *os.File exec starts no copying
 	// goroutines, and the log survives for error messages.
 	cmd.Stdout, cmd.Stderr = logf, logf

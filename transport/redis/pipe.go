@@ -335,6 +335,9 @@ func (p *pipe) write(ctx context.Context, buf []byte, u resp.Unmarshaler, done c
 		}
 		return nil
 	}
+	if testWriteHook != nil {
+		testWriteHook()
+	}
 	// A write that cannot finish by the caller's deadline (a master that
 	// stopped reading, its socket buffer full) must not hold the caller.
 	dl, _ := ctx.Deadline()
