@@ -43,6 +43,7 @@ type pipe struct {
 	opts *resp.Opts
 
 	wmu       writeLock      // held while a caller queues its entry and writes (wlock.go)
+	fragile   bool           // a write's timeout breaks nc for good (timeoutBreaks)
 	finishing sync.WaitGroup // finishWrite goroutines
 
 	// With flushEvery > 0 (Config.WriteFlushInterval), batches collect in
@@ -104,6 +105,7 @@ func newPipe(nc net.Conn, flushEvery time.Duration, broken func(error)) *pipe {
 		exited:     make(chan struct{}),
 		broken:     broken,
 		wmu:        newWriteLock(),
+		fragile:    timeoutBreaks(nc),
 	}
 	p.br = bufio.NewReaderSize(heldReader{p}, readBufSize)
 	go p.read()
@@ -358,6 +360,11 @@ func (p *pipe) write(ctx context.Context, buf []byte, u resp.Unmarshaler, done c
 		// the stream is out of step, so the connection goes.
 		p.abort(err)
 		return err
+	case n == 0 && p.fragile:
+		// Not sent, but the connection is broken (TLS): it goes, and the
+		// transport reconnects, as after any failed write (review17).
+		p.abort(err)
+		return errNotSent
 	case n == 0:
 		// Nothing went out (on a starved machine the deadline can pass
 		// before the write even starts): the batch was never sent. Its
