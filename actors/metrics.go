@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync/atomic"
 	"time"
 
@@ -460,12 +461,6 @@ func (m *Metrics) sending(i int, b *batch, queued int) {
 	// new at every activation, whose stack the SDK's call would grow.
 }
 
-// opCount counts the ops of one kind and result in a returned batch.
-type opCount struct {
-	kind, result uint8
-	n            int32
-}
-
 // queued records the ops waiting at master i.
 func (m *Metrics) queued(i, queued int) {
 	// Stored whether anybody listens or not. The count changes with nearly
@@ -494,63 +489,110 @@ func (m *Metrics) returned(i int, b *batch, queued int) {
 	nm := &m.nodes[i]
 	nm.inflight.Add(-int64(len(b.ops)))
 	nm.queued.Store(int64(queued))
-	m.batchDur.Record(context.Background(), time.Since(b.sent).Seconds(), nm.record...)
-	m.batch.Record(context.Background(), int64(len(b.ops)), nm.record...)
-	// Counted per batch, one atomic add per kind and result that occurs
-	// (an add per op would be hundreds in a full batch). A batch holds few
-	// distinct (kind, result) pairs, mostly one or two: a short list of
-	// them, the last one used tried first, costs less to clear and scan
-	// than a table of every pair. This loop runs per op, so it is kept to
-	// a few instructions an op (no bounds checks, no interface compare
-	// unless the op failed).
-	var pairs [8]opCount
-	np, last := 0, 0
-	answered := false
-	ops := b.ops[:len(b.res)]
-	for j := range b.res {
-		res := &b.res[j]
-		r := uint8(resultOK)
-		switch {
-		case res.Err != nil:
-			r = resultFailed
-			if errors.Is(res.Err, api.ErrQuarantined) {
-				r, answered = resultQuarantined, true
-			}
-		case res.OK:
-			answered = true
-		default:
-			r, answered = resultRefused, true
-		}
-		k := uint8(ops[j].Kind) % numKinds
-		if np > 0 && pairs[last].kind == k && pairs[last].result == r {
-			pairs[last].n++
-			continue
-		}
-		p := 0
-		for p < np && (pairs[p].kind != k || pairs[p].result != r) {
-			p++
-		}
-		switch {
-		case p < np:
-			pairs[p].n++
-			last = p
-		case np < len(pairs):
-			pairs[np] = opCount{kind: k, result: r, n: 1}
-			last = np
-			np++
-		default: // more pairs than the list holds: never seen, but counted
-			nm.ops[k][r].Add(1)
-		}
+	// The two Records are most of what telemetry costs per batch (about 900
+	// instructions each in the SDK, BENCHMARKS.md "otel17"). Enabled is
+	// OpenTelemetry's way for an application to turn one instrument off (a
+	// View with the Drop aggregation): then the batch pays neither that
+	// Record nor, for the round trip, the clock read. It costs a few
+	// instructions when the instrument is on.
+	ctx := context.Background()
+	if m.batchDur.Enabled(ctx) {
+		m.batchDur.Record(ctx, time.Since(b.sent).Seconds(), nm.record...)
 	}
-	for _, p := range pairs[:np] {
-		nm.ops[p.kind][p.result].Add(int64(p.n))
+	if m.batch.Enabled(ctx) {
+		m.batch.Record(ctx, int64(len(b.ops)), nm.record...)
 	}
-	if answered {
+	if nm.count(b.ops[:len(b.res)], b.res) {
 		nm.reachable.Store(1)
 	} else {
 		nm.reachable.Store(0)
 	}
 }
+
+// count adds the ops of a returned batch to nm.ops, one atomic add per kind
+// and result that occurs (an add per op would be hundreds in a full batch),
+// and reports whether the master answered any of them (every result but
+// failed is an answer). It runs per op, so it is kept to a few
+// instructions an op. Many batches are uniform, every op of one kind with
+// one result (always so at one op a batch): the leading run of the first
+// op's pair is counted on its own, and only a batch that holds a second
+// pair goes on to tally. (Any split is counted right: the run only saves
+// the tally.)
+func (nm *nodeMetrics) count(ops []transport.Op, res []transport.Result) (answered bool) {
+	if len(res) == 0 {
+		return false
+	}
+	ops = ops[:len(res)]
+	p := uint(ops[0].Kind) % numKinds * numResults
+	if err := res[0].Err; err != nil {
+		p += errResult(err)
+	} else if !res[0].OK {
+		p += resultRefused
+	}
+	j := 1
+	if res[0].Err == nil {
+		k, ok := ops[0].Kind, res[0].OK
+		for j < len(res) && ops[j].Kind == k && res[j].Err == nil && res[j].OK == ok {
+			j++
+		}
+	}
+	nm.ops[p/numResults][p%numResults].Add(int64(j))
+	answered = answeredPairs&(1<<(p%64)) != 0
+	if j < len(res) && nm.tally(ops[j:], res[j:]) {
+		answered = true
+	}
+	return answered
+}
+
+// errResult is the result of an op that failed with err.
+func errResult(err error) uint {
+	if errors.Is(err, api.ErrQuarantined) {
+		return resultQuarantined
+	}
+	return resultFailed
+}
+
+// tally is count for a mixed batch: a local tally by pair (kind*numResults
+// + result), with a bit per pair seen, so that only the pairs that
+// occurred are added afterwards.
+func (nm *nodeMetrics) tally(ops []transport.Op, res []transport.Result) (answered bool) {
+	var tally [numKinds * numResults]int32
+	var seen uint64 // bit p: pair p occurred
+	ops = ops[:len(res)]
+	for j := range res {
+		p := uint(ops[j].Kind) % numKinds * numResults
+		if err := res[j].Err; err != nil {
+			p += errResult(err)
+		} else if !res[j].OK {
+			p += resultRefused
+		}
+		p %= uint(len(tally))
+		tally[p]++
+		seen |= 1 << (p % 64)
+	}
+	answered = seen&answeredPairs != 0
+	for seen != 0 {
+		p := uint(bits.TrailingZeros64(seen)) % uint(len(tally))
+		seen &= seen - 1
+		nm.ops[p/numResults][p%numResults].Add(int64(tally[p]))
+	}
+	return answered
+}
+
+// answeredPairs has the seen bit of every pair whose result is an answer.
+var answeredPairs = func() (m uint64) {
+	for k := range numKinds {
+		for r := range numResults {
+			if r != resultFailed {
+				m |= 1 << (k*numResults + r)
+			}
+		}
+	}
+	return m
+}()
+
+// The tally's pairs must fit count's seen bits.
+var _ [64 - numKinds*numResults]struct{}
 
 // learned records what a server check of master i found: err != nil when
 // the master could not be read, else when its quarantine ends.

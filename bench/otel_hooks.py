@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 TELEMETRY = re.compile(
-    r"opentelemetry|actors\.\(\*Metrics\)|actors\.Outcome|actors\.CallIndex|engine\.\(\*lock\)\.ended"
+    r"opentelemetry|actors\.\(\*(Metrics|nodeMetrics)\)|actors\.Outcome|actors\.CallIndex|engine\.\(\*lock\)\.ended"
     r"|^reflect\.|^sort\.Search|HashTrieMap|nilinterhash|^runtime\.typehash|^runtime\.efaceeq")
 
 
