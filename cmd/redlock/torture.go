@@ -320,6 +320,9 @@ func printTorture(w io.Writer, r *torture.Report) {
 		{"fence resets", num(int64(r.Resets))},
 		{"violations", num(int64(r.Violations.Count))},
 	}
+	if k := r.KeysLeft; k != nil {
+		rows = slices.Insert(rows, len(rows)-1, [2]string{"keys left", keysLeftRow(k)})
+	}
 	if p := r.ClientPause; p != nil {
 		fencing := "fencing on"
 		if !p.Fencing {
@@ -347,12 +350,18 @@ func printTorture(w io.Writer, r *torture.Report) {
 		if slices.Contains(r.Workloads, torture.WorkloadRW) {
 			extra += ", no writer overlapped another holder"
 		}
+		if r.KeysLeft != nil && r.KeysLeft.Skipped == "" {
+			extra += ", no lock key left on a master after the fault-free tail"
+		}
 		fmt.Fprintf(w, "\nno violation: every grant was exclusive within its validity, tokens increased, no holder overran its validity unsignalled%s\n", extra)
 		return
 	}
 	fmt.Fprintf(w, "\nVIOLATIONS (%s; %d listed):\n", kv(intMap(r.Violations.ByKind)), len(r.Violations.List))
 	for _, v := range r.Violations.List {
 		fmt.Fprintf(w, "  %s\n", v)
+		if v.A == nil {
+			continue // key-left: the detail says it all
+		}
 		grants := []*history.Grant{v.A}
 		if v.B != nil {
 			grants = append(grants, v.B)
@@ -369,4 +378,13 @@ func printTorture(w io.Writer, r *torture.Report) {
 			fmt.Fprintln(w)
 		}
 	}
+}
+
+// keysLeftRow is the end-of-run key check's line of the report.
+func keysLeftRow(k *torture.KeysReport) string {
+	if k.Skipped != "" {
+		return "not checked: " + k.Skipped
+	}
+	return fmt.Sprintf("%d lock keys on %d servers after a %.1fs fault-free tail (%s grants, settled %.1fs after the last fault) and Close; %d fencing counters kept",
+		k.Left, k.Servers, k.TailS, num(k.TailGrants), k.SettleS, k.Fences)
 }
