@@ -385,6 +385,6 @@ func keysLeftRow(k *torture.KeysReport) string {
 	if k.Skipped != "" {
 		return "not checked: " + k.Skipped
 	}
-	return fmt.Sprintf("%d lock keys on %d servers after a %.1fs fault-free tail (%s grants, settled %.1fs after the last fault) and Close; %d fencing counters kept",
-		k.Left, k.Servers, k.TailS, num(k.TailGrants), k.SettleS, k.Fences)
+	return fmt.Sprintf("%d lock keys on %d servers after a %.1fs fault-free tail (%s grants, settled %.1fs after the last fault), its Unlocks and Close (scanned %.0fms after the tail); %d fencing counters kept",
+		k.Left, k.Servers, k.TailS, num(k.TailGrants), k.SettleS, 1000*k.ScanAfterS, k.Fences)
 }

@@ -52,6 +52,10 @@ type KeysReport struct {
 	TailS   float64 `json:"tail_s"`
 	// TailGrants are the grants of the tail (in Report.Grants too).
 	TailGrants int64 `json:"tail_grants"`
+	// ScanAfterS is the time from the tail's end to the first scan: the
+	// clients' last Unlocks and the engines' Close. A leak older than a
+	// TTL before the scan has expired by then; the check sees the rest.
+	ScanAfterS float64 `json:"scan_after_s"`
 	// Servers is how many redis-servers were scanned (a cluster's shards
 	// each count); Fences the fencing counters found, which are kept on
 	// purpose.
@@ -116,6 +120,7 @@ func (r *run) quietTail(ctx context.Context) (*KeysReport, []history.Violation) 
 	rep.SettleS = round(time.Since(healed).Seconds(), 3)
 
 	before := r.rec.Grants()
+	r.quiet.Store(true)
 	tailCtx, cancel := context.WithTimeout(ctx, r.cfg.tailLength())
 	start := time.Now()
 	var clients sync.WaitGroup
@@ -125,6 +130,7 @@ func (r *run) quietTail(ctx context.Context) (*KeysReport, []history.Violation) 
 		}
 	}
 	<-tailCtx.Done()
+	ended := time.Now()
 	cancel()
 	clients.Wait()
 	rep.TailS = round(time.Since(start).Seconds(), 3)
@@ -140,6 +146,7 @@ func (r *run) quietTail(ctx context.Context) (*KeysReport, []history.Violation) 
 	if r.cfg.plant != nil {
 		r.cfg.plant(r.scanTargets())
 	}
+	rep.ScanAfterS = round(time.Since(ended).Seconds(), 3)
 	left, fences, err := r.keysLeft(ctx)
 	rep.Fences = fences
 	if err != nil {

@@ -351,7 +351,8 @@ type run struct {
 	keys     []string
 	rec      *history.Recorder
 	quorum   int
-	probe    *probe // this process's starvation probe (probe.go); nil: none
+	probe    *probe      // this process's starvation probe (probe.go); nil: none
+	quiet    atomic.Bool // the quiet tail runs (keysleft.go): short sections only
 
 	holds chan holdEvent // long sections beginning, for targeted kills
 	pz    *pauser        // client-pause workers and resource; nil without
