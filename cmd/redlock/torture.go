@@ -209,7 +209,7 @@ redis-server), 130 when interrupted.`,
 	f.StringVar(&clockDrift, "clock-drift", strconv.FormatFloat(100*cfg.ClockDrift, 'g', -1, 64)+"%", `how fast clock-drift faults make a master's clock run: "0.5%" or 0.005`)
 	f.DurationVar(&cfg.ProgressEvery, "progress", cfg.ProgressEvery, "print progress to stderr this often (0: never)")
 	f.IntVar(&cfg.MaxListed, "max-listed", cfg.MaxListed, "violations listed in the report (all are counted)")
-	f.DurationVar(&cfg.Tail, "tail", 0, "how long the clients run fault-free before the end-of-run key check (default: 2 ttls + 1s)")
+	f.DurationVar(&cfg.Tail, "tail", 0, "how long the clients run fault-free before the end-of-run key check (default: the ttl + 2s)")
 	f.IntVar(&cfg.ClusterShards, "cluster-shards", 0, "make each master a Redis Cluster of this many shards, with the faults "+strings.Join(torture.ClusterKinds, ",")+" (reshard: a lock key's slot moves to another shard while clients contend)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of the report")
 	f.StringVar(&engineLog, "engine-log", "", "write the engines' warnings (restarts seen, quarantines) to this file")

@@ -103,7 +103,7 @@ func (c *Config) tailLength() time.Duration {
 	if c.Tail > 0 {
 		return c.Tail
 	}
-	return 2*c.TTL + time.Second
+	return c.TTL + 2*time.Second
 }
 
 // quietTail runs the settle and the tail and checks the masters' keys

@@ -154,7 +154,7 @@ type Config struct {
 	ClusterShards int
 	// Tail is how long the clients run fault-free after the faulted phase
 	// has healed and settled, before the end-of-run key check
-	// (keysleft.go); 0 means 2 TTLs plus a second.
+	// (keysleft.go); 0 means the TTL plus 2s.
 	Tail time.Duration
 
 	// plant, in tests, runs after the engines closed and before the key
