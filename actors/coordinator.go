@@ -515,6 +515,7 @@ func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
 		call.timer = c.sched.SendOnce(l.wait, c.self, &cleanupTick{call: call, gen: call.life})
 	}
 	c.releaseAtClose(ctx, call, err) // Close ends it: no background cleanup will follow
+	c.giveUpAtClose(ctx, call, err)  // and a writer's markers go after it (giveupclose.go)
 	if call.Queue {
 		c.handOn(ctx, call)
 	}

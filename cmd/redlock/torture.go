@@ -77,6 +77,10 @@ the end, that:
     whose process's 2ms probe timer, due by the validity's end, had not run
     until the holder's timer was due, is the process starved of CPU, a
     paused process: it is counted apart (starved_overruns), not a violation.
+  - no lock key is left on a master (key-left): after the faults, the run
+    heals, settles (every key the faults may have left expires), runs the
+    clients fault-free for --tail, lets them Unlock, closes every engine and
+    scans every master; fencing counters are kept on purpose.
 
 Faults (--faults, a comma-separated subset, or "none"):
   kill       kill -9 one, two or a majority of masters and restart them EMPTY
@@ -205,6 +209,7 @@ redis-server), 130 when interrupted.`,
 	f.StringVar(&clockDrift, "clock-drift", strconv.FormatFloat(100*cfg.ClockDrift, 'g', -1, 64)+"%", `how fast clock-drift faults make a master's clock run: "0.5%" or 0.005`)
 	f.DurationVar(&cfg.ProgressEvery, "progress", cfg.ProgressEvery, "print progress to stderr this often (0: never)")
 	f.IntVar(&cfg.MaxListed, "max-listed", cfg.MaxListed, "violations listed in the report (all are counted)")
+	f.DurationVar(&cfg.Tail, "tail", 0, "how long the clients run fault-free before the end-of-run key check (default: the ttl + 2s)")
 	f.IntVar(&cfg.ClusterShards, "cluster-shards", 0, "make each master a Redis Cluster of this many shards, with the faults "+strings.Join(torture.ClusterKinds, ",")+" (reshard: a lock key's slot moves to another shard while clients contend)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of the report")
 	f.StringVar(&engineLog, "engine-log", "", "write the engines' warnings (restarts seen, quarantines) to this file")
@@ -320,6 +325,9 @@ func printTorture(w io.Writer, r *torture.Report) {
 		{"fence resets", num(int64(r.Resets))},
 		{"violations", num(int64(r.Violations.Count))},
 	}
+	if k := r.KeysLeft; k != nil {
+		rows = slices.Insert(rows, len(rows)-1, [2]string{"keys left", keysLeftRow(k)})
+	}
 	if p := r.ClientPause; p != nil {
 		fencing := "fencing on"
 		if !p.Fencing {
@@ -347,12 +355,18 @@ func printTorture(w io.Writer, r *torture.Report) {
 		if slices.Contains(r.Workloads, torture.WorkloadRW) {
 			extra += ", no writer overlapped another holder"
 		}
+		if r.KeysLeft != nil && r.KeysLeft.Skipped == "" {
+			extra += ", no lock key left on a master after the fault-free tail"
+		}
 		fmt.Fprintf(w, "\nno violation: every grant was exclusive within its validity, tokens increased, no holder overran its validity unsignalled%s\n", extra)
 		return
 	}
 	fmt.Fprintf(w, "\nVIOLATIONS (%s; %d listed):\n", kv(intMap(r.Violations.ByKind)), len(r.Violations.List))
 	for _, v := range r.Violations.List {
 		fmt.Fprintf(w, "  %s\n", v)
+		if v.A == nil {
+			continue // key-left: the detail says it all
+		}
 		grants := []*history.Grant{v.A}
 		if v.B != nil {
 			grants = append(grants, v.B)
@@ -369,4 +383,13 @@ func printTorture(w io.Writer, r *torture.Report) {
 			fmt.Fprintln(w)
 		}
 	}
+}
+
+// keysLeftRow is the end-of-run key check's line of the report.
+func keysLeftRow(k *torture.KeysReport) string {
+	if k.Skipped != "" {
+		return "not checked: " + k.Skipped
+	}
+	return fmt.Sprintf("%d lock keys on %d servers after a %.1fs fault-free tail (%s grants, settled %.1fs after the last fault), its Unlocks and Close (scanned %.0fms after the tail); %d fencing counters kept",
+		k.Left, k.Servers, k.TailS, num(k.TailGrants), k.SettleS, 1000*k.ScanAfterS, k.Fences)
 }

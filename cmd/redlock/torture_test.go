@@ -46,7 +46,13 @@ type tortureJSON struct {
 			Detail string `json:"detail"`
 		} `json:"list"`
 	} `json:"violations"`
-	Held    map[string]int64 `json:"held"`
+	Held     map[string]int64 `json:"held"`
+	KeysLeft *struct {
+		TailGrants int64  `json:"tail_grants"`
+		Servers    int    `json:"servers"`
+		Left       int    `json:"left"`
+		Skipped    string `json:"skipped"`
+	} `json:"keys_left"`
 	Starved struct {
 		Count int `json:"count"`
 		List  []struct {
@@ -85,6 +91,9 @@ func TestTortureEveryFault(t *testing.T) {
 	}
 	if rep.Violations.Count != 0 || len(rep.Violations.List) != 0 {
 		t.Fatalf("violations %+v with exit 0", rep.Violations)
+	}
+	if k := rep.KeysLeft; k == nil || k.Skipped != "" || k.TailGrants <= 0 || k.Servers != torture.Masters || k.Left != 0 {
+		t.Errorf("end-of-run key check %+v: want it run over a tail with grants, on every master, finding no key", k)
 	}
 	for _, k := range torture.Kinds {
 		if _, ok := rep.Faults[k]; !ok {

@@ -152,6 +152,14 @@ type Config struct {
 	// ClusterShards, when above 0, makes each master a Redis Cluster of this
 	// many shards (cluster.go), with the faults of ClusterKinds.
 	ClusterShards int
+	// Tail is how long the clients run fault-free after the faulted phase
+	// has healed and settled, before the end-of-run key check
+	// (keysleft.go); 0 means the TTL plus 2s.
+	Tail time.Duration
+
+	// plant, in tests, runs after the engines closed and before the key
+	// check reads the servers.
+	plant func([]scanTarget)
 }
 
 // DefaultConfig is the configuration of a plain `redlock torture`.
@@ -204,6 +212,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--clock-drift %.4g%%: want 0%% to 1000%% (how much faster than real time the clock runs)", 100*c.ClockDrift)
 	case !(c.LongShare >= 0 && c.LongShare <= 0.5):
 		return fmt.Errorf("--long-share %v: want a share from 0 to 0.5", c.LongShare)
+	case c.Tail < 0:
+		return fmt.Errorf("--tail %v: want 0 (the default) or a positive duration", c.Tail)
 	case c.MaxListed < 0:
 		return fmt.Errorf("--max-listed %d: want 0 or more", c.MaxListed)
 	case c.Schedule != Mixed && c.Schedule != SplitBrain:
@@ -283,6 +293,9 @@ type Report struct {
 
 	// ClientPause is what the client-pause fault did (with that fault on).
 	ClientPause *PauseReport `json:"client_pause,omitempty"`
+	// KeysLeft is the end-of-run key check (keysleft.go); a key it finds is a
+	// KeyLeft violation.
+	KeysLeft *KeysReport `json:"keys_left,omitempty"`
 
 	Violations Violations `json:"violations"`
 	// Starved are the overruns explained by the holder's process being
@@ -338,7 +351,8 @@ type run struct {
 	keys     []string
 	rec      *history.Recorder
 	quorum   int
-	probe    *probe // this process's starvation probe (probe.go); nil: none
+	probe    *probe      // this process's starvation probe (probe.go); nil: none
+	quiet    atomic.Bool // the quiet tail runs (keysleft.go): short sections only
 
 	holds chan holdEvent // long sections beginning, for targeted kills
 	pz    *pauser        // client-pause workers and resource; nil without
@@ -569,6 +583,8 @@ func (r *run) execute(ctx context.Context) (*Report, error) {
 	elapsed := time.Since(start)
 	r.unlocks.Wait()
 	r.stopWorkers()
+	keys, left := r.quietTail(ctx)
+	elapsed += time.Duration(keys.TailS * float64(time.Second)) // the tail's grants are counted too
 	stopProg()
 	prog.Wait()
 	if err := ctx.Err(); err != nil {
@@ -576,8 +592,9 @@ func (r *run) execute(ctx context.Context) (*Report, error) {
 	}
 
 	h := r.rec.History()
-	vs := history.Check(h)
+	vs := append(history.Check(h), left...)
 	rep := r.report(h, vs, elapsed)
+	rep.KeysLeft = keys
 	rep.ClientPause = r.finishPause(h)
 	rep.Starved = r.starved(h)
 	return rep, nil
@@ -664,7 +681,7 @@ func (r *run) report(h history.History, vs []history.Violation, elapsed time.Dur
 		if c := cmp.Compare(rank[a.Kind], rank[b.Kind]); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.A.GrantedAt, b.A.GrantedAt)
+		return cmp.Compare(grantedAt(a), grantedAt(b))
 	})
 	n := min(len(sorted), r.cfg.MaxListed)
 	rep.Violations.List = sorted[:n]
@@ -672,6 +689,14 @@ func (r *run) report(h history.History, vs []history.Violation, elapsed time.Dur
 		rep.Violations.List = []history.Violation{}
 	}
 	return rep
+}
+
+// grantedAt orders violations without a grant (KeyLeft) last.
+func grantedAt(v history.Violation) time.Duration {
+	if v.A == nil {
+		return 1<<63 - 1
+	}
+	return v.A.GrantedAt
 }
 
 func round(x float64, digits int) float64 {
