@@ -504,7 +504,7 @@ func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
 	c.calls.Store(int32(len(c.active)))
 	call.signal()
 	if call.Mode == Writer && err != nil && call.attempts > 0 && !c.closing {
-		c.giveUp(ctx, call)
+		c.giveUpLeft(ctx, call) // answered, and sent again where not (giveupleft.go)
 	}
 	if l := call.left; l != nil && l.mask != 0 && leftBehind(call, err) && !c.closing {
 		// Keys of a call that won belong to its lock, and Unlock
@@ -554,7 +554,7 @@ func (c *coordinator) release(ctx actor.Context, call *Call, mask uint64) {
 		gen:     call.life,
 		hash:    call.hash,
 		seq:     uint64(call.left.gen),
-		op:      transport.Op{Kind: call.Mode.cleanup(), Key: call.Key, Keys: call.Keys, Value: call.Value},
+		op:      transport.Op{Kind: cleanupKind(call), Key: call.Key, Keys: call.Keys, Value: call.Value},
 		shard:   c.shard,
 		reply:   true,
 		cleanup: true,

@@ -61,8 +61,9 @@ func (m Mode) extend() transport.OpKind {
 
 // giveUp drops the writer-waiting markers of a writer that ends without
 // the lock, so that readers need not wait for them to expire. It wants no
-// reply: a marker it misses expires within the TTL. Sent after the call's
-// last cleanup release, so the node applies it after that.
+// reply: only a writer finished by Close sends it so (giveUpAtClose); finish
+// sends it as an answered, resent cleanup (giveUpLeft). Sent after the
+// call's last cleanup release, so the node applies it after that.
 func (c *coordinator) giveUp(ctx actor.Context, call *Call) {
 	r := &opRequest{
 		call:  call,
