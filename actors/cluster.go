@@ -100,7 +100,8 @@ func Start(cfg Config) (*Cluster, error) {
 		// run on the sender's goroutine: the coordinator's when it fans out,
 		// the worker's when a batch returns. That saves a goroutine wake-up
 		// per hop, on the path every lock takes twice.
-		props := actor.PropsFromProducer(func() actor.Actor { return nd }, actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)), actor.WithMailbox(newMailbox))
+		bn := &bypass{a: nd}
+		props := actor.PropsFromProducer(func() actor.Actor { return bn }, actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)), actor.WithMailbox(func() actor.Mailbox { return withBypass(bn, newMailbox()) }))
 		pid, err := system.Root.SpawnNamed(props, fmt.Sprintf("node-%d", i))
 		if err != nil {
 			c.stopAll()
@@ -110,7 +111,8 @@ func Start(cfg Config) (*Cluster, error) {
 	}
 	for i := range coords {
 		co := &coordinator{shard: int32(i), nodes: c.nodes, coords: coords, names: cfg.Names, quorum: c.quorum, masterTimeout: cfg.MasterTimeout, m: cfg.Metrics}
-		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return co }, actor.WithMailbox(func() actor.Mailbox { return loneCallMailbox(co) })), fmt.Sprintf("coordinator-%d", i))
+		bc := &bypass{a: co}
+		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return bc }, actor.WithMailbox(func() actor.Mailbox { return withBypass(bc, loneCallMailbox(co)) })), fmt.Sprintf("coordinator-%d", i))
 		if err != nil {
 			c.stopAll()
 			return nil, fmt.Errorf("redlock: spawning coordinator %d: %w", i, err)
