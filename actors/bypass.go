@@ -30,13 +30,38 @@ type bypass struct {
 	stopped bool
 }
 
-// bypassCtx is the actor's context with Message overridden.
+// bypassCtx is the actor's context with Message overridden, and Send to
+// the engine's node actors (peers) posted straight into their mailboxes.
 type bypassCtx struct {
 	actor.Context
-	msg any
+	msg   any
+	peers []peer
+}
+
+// peer is a node actor that a coordinator sends its ops to.
+type peer struct {
+	pid *actor.PID
+	mb  actor.Mailbox
 }
 
 func (c *bypassCtx) Message() any { return c.msg }
+
+// Send posts msg into pid's mailbox when pid is a peer, as protoactor's
+// Send would (the context's sender middleware, of which the engine sets
+// none, then the PID's process, then its mailbox) less the PID's
+// resolution: ten times per lock cycle, a coordinator's ops to the nodes.
+// It differs only once the node has stopped, after Close: protoactor would
+// hand msg to its dead letters, this to the mailbox, whose bypass drops it
+// (handle) without telling the dead letters.
+func (c *bypassCtx) Send(pid *actor.PID, msg any) {
+	for i := range c.peers {
+		if c.peers[i].pid == pid {
+			c.peers[i].mb.PostUserMessage(msg)
+			return
+		}
+	}
+	c.Context.Send(pid, msg)
+}
 
 // Receive is the actor's Receive for protoactor's path: it learns the
 // context at Started and that the actor stopped at Stopped.

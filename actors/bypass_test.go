@@ -83,3 +83,45 @@ func TestBypassDeclinesBeforeStart(t *testing.T) {
 		t.Fatal("handled a message before the actor started")
 	}
 }
+
+// forwarder sends each Call it gets on as an op to every target.
+type forwarder struct{ to []*actor.PID }
+
+func (f *forwarder) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*Call); ok {
+		for i, pid := range f.to {
+			ctx.Send(pid, &opRequest{shard: int32(i)})
+		}
+	}
+}
+
+// TestBypassSendToPeers: a bypassed actor's sends reach a peer (posted
+// into its mailbox) and an actor that is not one (protoactor's Send)
+// alike.
+func TestBypassSendToPeers(t *testing.T) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer sys.Shutdown()
+	spawn := func(r *bypassRecorder) (*actor.PID, actor.Mailbox) {
+		b := &bypass{a: r}
+		var mb actor.Mailbox
+		pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return b },
+			actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)),
+			actor.WithMailbox(func() actor.Mailbox { mb = withBypass(b, newMailbox()); return mb })))
+		return pid, mb
+	}
+	peerR, otherR := &bypassRecorder{}, &bypassRecorder{}
+	peerPID, peerMB := spawn(peerR)
+	otherPID, _ := spawn(otherR)
+	f := &forwarder{to: []*actor.PID{peerPID, otherPID}}
+	fb := &bypass{a: f, ctx: bypassCtx{peers: []peer{{pid: peerPID, mb: peerMB}}}}
+	fpid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return fb },
+		actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)),
+		actor.WithMailbox(func() actor.Mailbox { return withBypass(fb, newMailbox()) })))
+	sys.Root.Send(fpid, &Call{})
+	if len(peerR.got) != 1 || peerR.got[0] != 0 || !peerR.self[0].Equal(peerPID) {
+		t.Errorf("the peer got %v, want [0]", peerR.got)
+	}
+	if len(otherR.got) != 1 || otherR.got[0] != 1 || !otherR.self[0].Equal(otherPID) {
+		t.Errorf("the other actor got %v, want [1]", otherR.got)
+	}
+}
