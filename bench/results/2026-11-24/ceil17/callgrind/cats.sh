@@ -1,5 +1,5 @@
 #!/bin/bash
-# cats.sh BIN PROF CYCLES
+# cats.sh BIN PROF CYCLES: cumulative shares of a CPU profile for the items of BENCHMARKS.md ceil17
 bin=$1 prof=$2 n=$3
 tot=$(go tool pprof -top -nodecount=1 $bin $prof 2>/dev/null | sed -n 's/.*Total samples = \([0-9.]*\)\(m\?s\).*/\1 \2/p')
 echo "total: $tot"
