@@ -81,6 +81,7 @@ func Start(cfg Config) (*Cluster, error) {
 	// slice, filled before any call.
 	coords := make([]*actor.PID, cfg.Coordinators)
 	tw := newTwins(cfg.Names, logger)
+	var peers []peer // the nodes, for the coordinators' bypass
 	for i, t := range cfg.Transports {
 		nd := &node{index: i, t: t, timeout: cfg.MasterTimeout, maxBatch: cfg.MaxBatch, maxInFlight: cfg.MaxInFlight, coords: coords, wg: &c.io, m: cfg.Metrics}
 		if cfg.QuarantinePeriod > 0 {
@@ -100,17 +101,21 @@ func Start(cfg Config) (*Cluster, error) {
 		// run on the sender's goroutine: the coordinator's when it fans out,
 		// the worker's when a batch returns. That saves a goroutine wake-up
 		// per hop, on the path every lock takes twice.
-		props := actor.PropsFromProducer(func() actor.Actor { return nd }, actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)), actor.WithMailbox(newMailbox))
+		bn := &bypass{a: nd}
+		var mb actor.Mailbox
+		props := actor.PropsFromProducer(func() actor.Actor { return bn }, actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)), actor.WithMailbox(func() actor.Mailbox { mb = withBypass(bn, newMailbox()); return mb }))
 		pid, err := system.Root.SpawnNamed(props, fmt.Sprintf("node-%d", i))
 		if err != nil {
 			c.stopAll()
 			return nil, fmt.Errorf("redlock: spawning node actor %d: %w", i, err)
 		}
 		c.nodes = append(c.nodes, pid)
+		peers = append(peers, peer{pid: pid, mb: mb})
 	}
 	for i := range coords {
 		co := &coordinator{shard: int32(i), nodes: c.nodes, coords: coords, names: cfg.Names, quorum: c.quorum, masterTimeout: cfg.MasterTimeout, m: cfg.Metrics}
-		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return co }, actor.WithMailbox(func() actor.Mailbox { return loneCallMailbox(co) })), fmt.Sprintf("coordinator-%d", i))
+		bc := &bypass{a: co, ctx: bypassCtx{peers: peers}}
+		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return bc }, actor.WithMailbox(func() actor.Mailbox { return withBypass(bc, loneCallMailbox(co)) })), fmt.Sprintf("coordinator-%d", i))
 		if err != nil {
 			c.stopAll()
 			return nil, fmt.Errorf("redlock: spawning coordinator %d: %w", i, err)

@@ -34,6 +34,10 @@ type mailbox struct {
 	// user messages an idle mailbox runs on the sender's goroutine instead
 	// of the dispatcher's.
 	inline func(msg any) bool
+
+	// direct, if set, handles a user message instead of the invoker when
+	// its handle reports true (bypass.go).
+	direct *bypass
 }
 
 const (
@@ -136,6 +140,9 @@ func (m *mailbox) run() {
 			return
 		}
 		m.userN.Add(-1)
+		if m.direct != nil && m.direct.handle(msg) {
+			continue
+		}
 		m.invoker.InvokeUserMessage(msg)
 	}
 }

@@ -308,10 +308,15 @@ func (b *batch) reset(n int) {
 // error, an unexpected type) stays on its op; only an error of the
 // connection stops the read, and fails the whole batch.
 func (b *batch) UnmarshalRESP(br resp.BufferedReader, o *resp.Opts) error {
-	for j := range b.replies {
+	for j := 0; j < len(b.replies); {
+		if k := b.decodeBuffered(br, j); k > j {
+			j = k
+			continue
+		}
 		if err := b.replies[j].UnmarshalRESP(br, o); err != nil {
 			return err
 		}
+		j++
 	}
 	return nil
 }
