@@ -144,15 +144,15 @@ func (t *table) shrink() {
 }
 
 // sweepRound looks at up to sample stored entries from the cursor on,
-// visiting at most 4*sample slots, and deletes the expired ones. It reports
-// how many it looked at and how many it deleted.
+// visiting at most 4*sample slots and no slot twice, and deletes the
+// expired ones. It reports how many it looked at and how many it deleted.
 func (t *table) sweepRound(now int64, sample int) (seen, expired int) {
 	if t.n == 0 {
 		return 0, 0
 	}
 	mask := len(t.slots) - 1
 	i := t.cursor & mask
-	for visits := 0; visits < 4*sample && seen < sample; visits++ {
+	for visits := 0; visits < min(4*sample, len(t.slots)) && seen < sample; visits++ {
 		s := &t.slots[i]
 		if s.h == 0 {
 			i = (i + 1) & mask
