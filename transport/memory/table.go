@@ -31,10 +31,14 @@ type slot struct {
 
 const (
 	minSlots = 8
-	// A table grows past three quarters full and shrinks below an eighth
-	// (after sweeps or Restart-free deletes), never below minSlots.
+	// A table grows past three quarters full. One of more than keepSlots
+	// slots shrinks once under an eighth full (checked after sweeps); a
+	// smaller one is kept as it is, even empty: the few keys of a quiet
+	// shard come and go with every lock, and a table freed and made again
+	// for them cost more allocation than the locks themselves.
 	growNum, growDen = 3, 4
 	shrinkDen        = 8
+	keepSlots        = 64
 )
 
 func (t *table) home(h uint64) int { return int(h>>shardBits) & (len(t.slots) - 1) }
@@ -130,14 +134,10 @@ func (t *table) resize(size int) {
 // shrink gives back the memory of a table that sweeps and deletes have left
 // mostly empty, as Restart gives back a whole run's.
 func (t *table) shrink() {
-	if len(t.slots) > minSlots && t.n*shrinkDen < len(t.slots) {
+	if len(t.slots) > keepSlots && t.n*shrinkDen < len(t.slots) {
 		size := len(t.slots)
-		for size > minSlots && t.n*shrinkDen < size {
+		for size > keepSlots && t.n*shrinkDen < size {
 			size /= 2
-		}
-		if t.n == 0 {
-			t.slots, t.cursor = nil, 0
-			return
 		}
 		t.resize(size)
 	}
