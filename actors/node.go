@@ -44,6 +44,8 @@ type node struct {
 	counts   []int // per-shard reply counts, scratch for deliver
 	q        *quarantine
 	m        *Metrics
+	in       *intake      // where the coordinators' ops arrive (intake.go)
+	spare    []*opRequest // the intake's other slice, swapped in by take
 
 	// silentSince: the send of the first batch that timed out since the
 	// master last answered; zero while it answers (slow.go).
@@ -89,12 +91,17 @@ func (n *node) Receive(ctx actor.Context) {
 			n.finish(m)
 		}
 		n.flush()
+		n.take()
 		n.checkDrained()
+	case *wakeNode:
+		n.take()
 	case *drainMsg:
 		n.drained = append(n.drained, m.done)
+		n.take()
 		n.checkDrained()
 	case *infoResult:
 		n.q.learn(n, m)
+		n.take()
 		n.checkDrained()
 	case *infoTick:
 		n.q.check(n)
