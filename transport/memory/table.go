@@ -74,6 +74,12 @@ func (t *table) put(key string, h uint64, e entry) {
 		t.slots[i].e = e
 		return
 	}
+	t.add(key, h, e)
+}
+
+// add stores e under key, which the caller found missing (find): a second
+// probe for it would find nothing.
+func (t *table) add(key string, h uint64, e entry) {
 	if (t.n+1)*growDen > len(t.slots)*growNum {
 		t.resize(max(minSlots, 2*len(t.slots)))
 	}
