@@ -79,6 +79,9 @@ type drainMsg struct{ done chan struct{} }
 func (n *node) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *opRequest:
+		// Coordinators send ops through the intake (coordinator.toNode),
+		// never as messages: an op sent here could pass one of theirs still
+		// in the intake, so per-key send order would not hold across both.
 		n.queue = append(n.queue, m)
 		n.flush()
 		n.m.queued(n.index, len(n.queue))
