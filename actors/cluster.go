@@ -82,8 +82,11 @@ func Start(cfg Config) (*Cluster, error) {
 	coords := make([]*actor.PID, cfg.Coordinators)
 	tw := newTwins(cfg.Names, logger)
 	var peers []peer // the nodes, for the coordinators' bypass
+	intakes := make([]*intake, n)
 	for i, t := range cfg.Transports {
-		nd := &node{index: i, t: t, timeout: cfg.MasterTimeout, maxBatch: cfg.MaxBatch, maxInFlight: cfg.MaxInFlight, coords: coords, wg: &c.io, m: cfg.Metrics}
+		intakes[i] = newIntake()
+		cfg.Metrics.intake(i, intakes[i])
+		nd := &node{index: i, t: t, timeout: cfg.MasterTimeout, maxBatch: cfg.MaxBatch, maxInFlight: cfg.MaxInFlight, coords: coords, wg: &c.io, m: cfg.Metrics, in: intakes[i]}
 		if cfg.QuarantinePeriod > 0 {
 			sr, server := t.(transport.ServerReporter)
 			sh, sharded := t.(transport.ShardReporter)
@@ -113,7 +116,7 @@ func Start(cfg Config) (*Cluster, error) {
 		peers = append(peers, peer{pid: pid, mb: mb})
 	}
 	for i := range coords {
-		co := &coordinator{shard: int32(i), nodes: c.nodes, coords: coords, names: cfg.Names, quorum: c.quorum, masterTimeout: cfg.MasterTimeout, m: cfg.Metrics}
+		co := &coordinator{shard: int32(i), nodes: c.nodes, intakes: intakes, coords: coords, names: cfg.Names, quorum: c.quorum, masterTimeout: cfg.MasterTimeout, m: cfg.Metrics}
 		bc := &bypass{a: co, ctx: bypassCtx{peers: peers}}
 		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return bc }, actor.WithMailbox(func() actor.Mailbox { return withBypass(bc, loneCallMailbox(co)) })), fmt.Sprintf("coordinator-%d", i))
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 type coordinator struct {
 	shard         int32
 	nodes         []*actor.PID
+	intakes       []*intake    // the nodes' (toNode)
 	coords        []*actor.PID // every shard, this one included, by shard number
 	names         []string
 	quorum        int
@@ -248,8 +249,8 @@ func (c *coordinator) send(ctx actor.Context, call *Call, kind transport.OpKind,
 	} else if call.Kind == Extend {
 		r.deadline = call.Until
 	}
-	for _, pid := range c.nodes {
-		ctx.Send(pid, r)
+	for i := range c.nodes {
+		c.toNode(ctx, i, r)
 	}
 }
 
@@ -566,9 +567,9 @@ func (c *coordinator) release(ctx actor.Context, call *Call, mask uint64) {
 		r.op.Kind, r.op.TTL, r.slowable = call.Mode.release(), silenceLimit(call), true
 	}
 	call.left.cleaning |= mask
-	for i, pid := range c.nodes {
+	for i := range c.nodes {
 		if mask&(1<<i) != 0 {
-			ctx.Send(pid, r)
+			c.toNode(ctx, i, r)
 		}
 	}
 }

@@ -57,6 +57,7 @@ type Metrics struct {
 
 type nodeMetrics struct {
 	queued    atomic.Int64
+	in        atomic.Pointer[intake] // its ops count as queued too (intake.go)
 	inflight  atomic.Int64
 	reachable atomic.Int32 // -1 not known yet, 0 or 1
 	// quarantineEnd is when the master votes again (Unix ns), 0 when it
@@ -282,7 +283,7 @@ func NewMetrics(mp metric.MeterProvider, names []string) (*Metrics, error) {
 		o.ObserveInt64(held, m.held.Load())
 		for i := range m.nodes {
 			nm := &m.nodes[i]
-			o.ObserveInt64(queued, nm.queued.Load(), nm.observe...)
+			o.ObserveInt64(queued, nm.queued.Load()+int64(nm.in.Load().len()), nm.observe...)
 			o.ObserveInt64(inflight, nm.inflight.Load(), nm.observe...)
 			if r := nm.reachable.Load(); r >= 0 {
 				o.ObserveInt64(reachable, int64(r), nm.observe...)

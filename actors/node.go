@@ -44,6 +44,8 @@ type node struct {
 	counts   []int // per-shard reply counts, scratch for deliver
 	q        *quarantine
 	m        *Metrics
+	in       *intake      // where the coordinators' ops arrive (intake.go)
+	spare    []*opRequest // the intake's other slice, swapped in by take
 
 	// silentSince: the send of the first batch that timed out since the
 	// master last answered; zero while it answers (slow.go).
@@ -77,6 +79,9 @@ type drainMsg struct{ done chan struct{} }
 func (n *node) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *opRequest:
+		// Coordinators send ops through the intake (coordinator.toNode),
+		// never as messages: an op sent here could pass one of theirs still
+		// in the intake, so per-key send order would not hold across both.
 		n.queue = append(n.queue, m)
 		n.flush()
 		n.m.queued(n.index, len(n.queue))
@@ -89,12 +94,17 @@ func (n *node) Receive(ctx actor.Context) {
 			n.finish(m)
 		}
 		n.flush()
+		n.take()
 		n.checkDrained()
+	case *wakeNode:
+		n.take()
 	case *drainMsg:
 		n.drained = append(n.drained, m.done)
+		n.take()
 		n.checkDrained()
 	case *infoResult:
 		n.q.learn(n, m)
+		n.take()
 		n.checkDrained()
 	case *infoTick:
 		n.q.check(n)

@@ -44,6 +44,6 @@ func (c *coordinator) resendUnsent(ctx actor.Context, call *Call, node int, rep 
 		return false
 	}
 	call.resent++
-	ctx.Send(c.nodes[node], rep.req)
+	c.toNode(ctx, node, rep.req)
 	return true
 }

@@ -72,7 +72,7 @@ func (c *coordinator) giveUp(ctx actor.Context, call *Call) {
 		op:    transport.Op{Kind: transport.ReleaseShared, Key: call.Key, Value: call.Value},
 		shard: c.shard,
 	}
-	for _, pid := range c.nodes {
-		ctx.Send(pid, r)
+	for i := range c.nodes {
+		c.toNode(ctx, i, r)
 	}
 }

@@ -134,9 +134,9 @@ func (c *coordinator) resendSlow(ctx actor.Context, call *Call) bool {
 		reply:    true,
 		resent:   true,
 	}
-	for i, pid := range c.nodes {
+	for i := range c.nodes {
 		if mask&(1<<i) != 0 {
-			ctx.Send(pid, r)
+			c.toNode(ctx, i, r)
 		}
 	}
 	return true

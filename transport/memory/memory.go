@@ -36,17 +36,27 @@ import (
 )
 
 const (
-	numShards = 64 // a power of two, so a hash picks a shard with a mask
+	shardBits = 6
+	numShards = 1 << shardBits // a power of two, so a hash picks a shard with a mask
 
 	// Every sweepEvery-th operation on a shard samples up to sweepSample of
 	// its entries and deletes the expired ones, repeating (at most
 	// sweepRounds times) while more than a quarter of a sample had expired.
 	// Removing up to 80 entries per 8 operations outpaces any insert rate, so
 	// expired entries settle at roughly a quarter of the live ones, while no
-	// operation pays for more than 80 map slots under the shard lock.
+	// operation pays for more than 320 table slots visited under the shard
+	// lock (table.sweepRound).
 	sweepEvery  = 8
 	sweepSample = 20
 	sweepRounds = 4
+
+	// A shard of at most sweepFloor entries is not swept: sweeping it looked
+	// at every slot of its table, a few cache lines, every 8th op, which
+	// was 2.6 % of a lock cycle at 256 lockers (about four keys a shard). Its
+	// expired entries go when touched, or by a sweep once it grows; so at
+	// most sweepFloor expired entries a shard, 512 a master, outlive
+	// their TTL unswept.
+	sweepFloor = 8
 )
 
 // base anchors the monotonic nanoseconds stored as expiry times; int64
@@ -74,7 +84,7 @@ type fence struct {
 
 type shardState struct {
 	mu sync.Mutex
-	m  map[string]entry
+	m  table // the keys (table.go)
 	// fences holds the fencing counters of the shard's lock keys, by lock
 	// key (Redis keeps them under transport.FenceKey(key); here they get a
 	// map of their own so that lock keys and counters cannot collide and
@@ -127,9 +137,6 @@ func NewNamed(name string) *Master {
 		name = "memory-" + randomHex(4)
 	}
 	m := &Master{name: name, seed: maphash.MakeSeed()}
-	for i := range m.shards {
-		m.shards[i].m = make(map[string]entry)
-	}
 	m.life.Store(newLife(1))
 	return m
 }
@@ -165,9 +172,9 @@ func (m *Master) Restart() {
 	}
 	for i := range m.shards {
 		s := &m.shards[i]
-		// A fresh map, not clear(): a Go map never shrinks, and a restart
-		// should also give back the memory of the previous run.
-		s.m = make(map[string]entry)
+		// A fresh table, not a cleared one: a restart should also give
+		// back the memory of the previous run.
+		s.m = table{}
 		s.fences = nil
 		s.ops = 0
 	}
@@ -186,8 +193,8 @@ func (m *Master) Len() int {
 		s := &m.shards[i]
 		s.mu.Lock()
 		now := monotime()
-		for _, e := range s.m {
-			if e.expires > now {
+		for j := range s.m.slots {
+			if sl := &s.m.slots[j]; sl.h != 0 && sl.e.expires > now {
 				n++
 			}
 		}
@@ -199,10 +206,10 @@ func (m *Master) Len() int {
 // Get returns the value key holds, if it holds one that has not expired (a
 // key that holds readers holds no value; see Readers).
 func (m *Master) Get(key string) (value string, ok bool) {
-	s := m.shard(key)
+	s, h := m.locate(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.m[key]
+	e, ok := s.m.get(key, h)
 	if !ok || e.expires <= monotime() || e.rd != nil {
 		return "", false
 	}
@@ -233,11 +240,20 @@ func (m *Master) Transport() transport.Transport {
 	return &client{m: m, errClosed: fmt.Errorf("%s: %w", m.name, transport.ErrClosed)}
 }
 
-func (m *Master) shardIndex(key string) int {
-	return int(maphash.String(m.seed, key) & (numShards - 1))
-}
+// hash is key's hash for its shard (the low shardBits) and its slot in the
+// shard's table (the bits above). It is never 0, which marks an empty slot;
+// the top bit it sets is far above any slot index a table can have.
+func (m *Master) hash(key string) uint64 { return maphash.String(m.seed, key) | 1<<63 }
 
-func (m *Master) shard(key string) *shard { return &m.shards[m.shardIndex(key)] }
+func (m *Master) shardIndex(key string) int { return int(m.hash(key) & (numShards - 1)) }
+
+func (m *Master) shard(key string) *shard { s, _ := m.locate(key); return s }
+
+// locate returns key's shard and hash, hashing key once.
+func (m *Master) locate(key string) (*shard, uint64) {
+	h := m.hash(key)
+	return &m.shards[h&(numShards-1)], h
+}
 
 // apply runs one valid op and returns its OK and, for AcquireFenced, its
 // token. The key and value strings are stored as given, not copied: Go
@@ -252,18 +268,28 @@ func (m *Master) apply(op *transport.Op, now int64) (bool, int64) {
 	}
 	// One key (len(op.Keys) == 1 means Keys[0] == Key, which transport.Check
 	// ensured): the single-key path, whose semantics are the same.
-	s := m.shard(op.Key)
+	s, h := m.locate(op.Key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tick(now)
-	e, found := s.m[op.Key]
+	i := s.m.find(op.Key, h)
+	var e entry
+	if i >= 0 {
+		e = s.m.slots[i].e
+	}
+	found := i >= 0
 	live := found && e.expires > now
 	switch op.Kind {
 	case transport.Acquire, transport.AcquireFenced:
 		if live {
 			return false, 0
 		}
-		s.m[op.Key] = entry{value: op.Value, expires: deadline(now, op.TTL)}
+		ne := entry{value: op.Value, expires: deadline(now, op.TTL)}
+		if found {
+			s.m.slots[i].e = ne
+		} else {
+			s.m.add(op.Key, h, ne)
+		}
 		if op.Kind == transport.Acquire {
 			return true, 0
 		}
@@ -275,20 +301,20 @@ func (m *Master) apply(op *transport.Op, now int64) (bool, int64) {
 		return true, n
 	case transport.Release:
 		if found && (!live || e.value == op.Value) {
-			delete(s.m, op.Key) // an expired entry goes too: it is absent anyway
+			s.m.removeAt(i) // an expired entry goes too: it is absent anyway
 		}
 		return live && e.value == op.Value, 0
 	case transport.Extend:
 		if !live {
 			if found {
-				delete(s.m, op.Key)
+				s.m.removeAt(i)
 			}
 			return false, 0
 		}
 		if e.value != op.Value {
 			return false, 0
 		}
-		s.m[op.Key] = entry{value: e.value, expires: deadline(now, op.TTL)}
+		s.m.slots[i].e.expires = deadline(now, op.TTL)
 		return true, 0
 	case transport.RaiseFence:
 		f := s.fences[op.Key] // a nil map reads as the zero counter
@@ -338,7 +364,8 @@ func (m *Master) applyMulti(op *transport.Op, now int64) bool {
 		}
 		e := entry{value: op.Value, expires: deadline(now, op.TTL)}
 		for _, k := range op.Keys {
-			m.shard(k).m[k] = e
+			s, h := m.locate(k)
+			s.m.put(k, h, e)
 		}
 		return true
 	case transport.Release:
@@ -348,11 +375,11 @@ func (m *Master) applyMulti(op *transport.Op, now int64) bool {
 		// OK, exactly as with the Redis script.
 		deleted := 0
 		for _, k := range op.Keys {
-			s := m.shard(k)
-			e, found := s.m[k]
+			s, h := m.locate(k)
+			e, found := s.m.get(k, h)
 			live := found && e.expires > now
 			if found && (!live || e.value == op.Value) {
-				delete(s.m, k)
+				s.m.del(k, h)
 			}
 			if live && e.value == op.Value {
 				deleted++
@@ -369,7 +396,8 @@ func (m *Master) applyMulti(op *transport.Op, now int64) bool {
 		}
 		exp := deadline(now, op.TTL)
 		for _, k := range op.Keys {
-			m.shard(k).m[k] = entry{value: op.Value, expires: exp}
+			s, h := m.locate(k)
+			s.m.put(k, h, entry{value: op.Value, expires: exp})
 		}
 		return true
 	}
@@ -379,14 +407,15 @@ func (m *Master) applyMulti(op *transport.Op, now int64) bool {
 // lookup returns key's entry and whether it is live. The caller holds the
 // key's shard.
 func (m *Master) lookup(key string, now int64) (entry, bool) {
-	e, found := m.shard(key).m[key]
+	s, h := m.locate(key)
+	e, found := s.m.get(key, h)
 	return e, found && e.expires > now
 }
 
 // tick counts an operation on s, which the caller holds, and sweeps every
 // sweepEvery-th time.
 func (s *shard) tick(now int64) {
-	if s.ops++; s.ops%sweepEvery == 0 {
+	if s.ops++; s.ops%sweepEvery == 0 && s.m.n > sweepFloor {
 		s.sweep(now)
 	}
 }
@@ -402,21 +431,13 @@ func deadline(now int64, ttl time.Duration) int64 {
 	return now + int64(ttl)
 }
 
-// sweep deletes expired entries from a random sample of the shard. Go map
-// iteration starts at a random position, which is what makes a bounded scan a
-// sample rather than always the same first entries.
+// sweep deletes expired entries from the next stretch of the shard's table
+// (table.sweepRound walks it round and round from where the last sweep
+// stopped), and gives back the memory of a table left mostly empty.
 func (s *shard) sweep(now int64) {
+	defer s.m.shrink()
 	for range sweepRounds {
-		seen, expired := 0, 0
-		for k, e := range s.m {
-			if e.expires <= now {
-				delete(s.m, k)
-				expired++
-			}
-			if seen++; seen == sweepSample {
-				break
-			}
-		}
+		seen, expired := s.m.sweepRound(now, sweepSample)
 		if expired*4 <= seen {
 			return
 		}

@@ -89,13 +89,13 @@ func (rd *readers) drop(value string, writer bool) bool {
 // applyShared runs a valid read-write op (transport.AcquireShared and the
 // others) on one key.
 func (m *Master) applyShared(op *transport.Op, now int64) bool {
-	s := m.shard(op.Key)
+	s, h := m.locate(op.Key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tick(now)
-	e, found := s.m[op.Key]
+	e, found := s.m.get(op.Key, h)
 	if found && e.expires <= now {
-		delete(s.m, op.Key)
+		s.m.del(op.Key, h)
 		found = false
 	}
 	if found && e.rd == nil {
@@ -103,12 +103,12 @@ func (m *Master) applyShared(op *transport.Op, now int64) bool {
 		switch op.Kind {
 		case transport.ReleaseShared:
 			if e.value == op.Value {
-				delete(s.m, op.Key)
+				s.m.del(op.Key, h)
 				return true
 			}
 		case transport.ExtendShared:
 			if e.value == op.Value {
-				s.m[op.Key] = entry{value: e.value, expires: deadline(now, op.TTL)}
+				s.m.put(op.Key, h, entry{value: e.value, expires: deadline(now, op.TTL)})
 				return true
 			}
 		}
@@ -133,12 +133,12 @@ func (m *Master) applyShared(op *transport.Op, now int64) bool {
 	case transport.AcquireExclusive:
 		if nreaders > 0 {
 			rd.set(op.Value, true, deadline(now, op.TTL))
-			m.storeReaders(s, op.Key, rd, now)
+			m.storeReaders(s, op.Key, h, rd, now)
 			return false
 		}
 		// Free, or only marks (its own or other writers'): they go with
 		// the grant, as on Redis the key is replaced.
-		s.m[op.Key] = entry{value: op.Value, expires: deadline(now, op.TTL)}
+		s.m.put(op.Key, h, entry{value: op.Value, expires: deadline(now, op.TTL)})
 		return true
 	case transport.ReleaseShared:
 		if rd == nil {
@@ -146,7 +146,7 @@ func (m *Master) applyShared(op *transport.Op, now int64) bool {
 		}
 		had := rd.drop(op.Value, false)
 		rd.drop(op.Value, true)
-		m.storeReaders(s, op.Key, rd, now)
+		m.storeReaders(s, op.Key, h, rd, now)
 		return had
 	case transport.ExtendShared:
 		if rd == nil {
@@ -158,27 +158,27 @@ func (m *Master) applyShared(op *transport.Op, now int64) bool {
 		}
 		rd.m[i].exp = deadline(now, op.TTL)
 	}
-	m.storeReaders(s, op.Key, rd, now)
+	m.storeReaders(s, op.Key, h, rd, now)
 	return true
 }
 
 // storeReaders writes key back with its expiry at its latest member, or
 // deletes it when none is left. The caller holds s.
-func (m *Master) storeReaders(s *shard, key string, rd *readers, now int64) {
+func (m *Master) storeReaders(s *shard, key string, h uint64, rd *readers, now int64) {
 	if last, _, _ := rd.prune(now); last > now {
-		s.m[key] = entry{expires: last, rd: rd}
+		s.m.put(key, h, entry{expires: last, rd: rd})
 	} else {
-		delete(s.m, key)
+		s.m.del(key, h)
 	}
 }
 
 // Readers returns the number of live readers of key (AcquireShared), for
 // tests.
 func (m *Master) Readers(key string) int {
-	s := m.shard(key)
+	s, h := m.locate(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.m[key]
+	e, ok := s.m.get(key, h)
 	if !ok || e.rd == nil {
 		return 0
 	}

@@ -16,7 +16,7 @@ func (m *Master) stored() int {
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.Lock()
-		n += len(s.m)
+		n += s.m.n
 		s.mu.Unlock()
 	}
 	return n
