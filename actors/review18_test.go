@@ -2,6 +2,8 @@ package actors
 
 import (
 	"fmt"
+	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,5 +106,64 @@ func testIntakeWake(t *testing.T, inFlight int) {
 				next[s][k%keys] += keys
 			}
 		})
+	}
+}
+
+// crasher panics on its first hot message of shard 1 and records the rest,
+// with the lifecycle messages protoactor's path brings it.
+type crasher struct {
+	got     []any
+	crashed bool
+	started chan struct{}
+}
+
+func (c *crasher) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *opRequest:
+		if m.shard == 1 && !c.crashed {
+			c.crashed = true
+			panic("boom")
+		}
+		c.got = append(c.got, int(m.shard))
+	case *actor.Restarting:
+		c.got = append(c.got, "restarting")
+	case *actor.Started:
+		c.got = append(c.got, "started")
+		c.started <- struct{}{}
+	}
+}
+
+// A panic in a Receive that the bypass ran is escalated as protoactor's
+// own path escalates it (mailbox.run's recover, EscalateFailure): the
+// supervisor restarts the actor, which sees Restarting and Started again,
+// loses the message that panicked (as protoactor would), and gets the hot
+// messages sent after it in order, through the bypass again.
+func TestBypassPanicEscalatesAndRestarts(t *testing.T) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer sys.Shutdown()
+	c := &crasher{started: make(chan struct{}, 2)}
+	b := &bypass{a: c}
+	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return b },
+		actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)),
+		actor.WithMailbox(func() actor.Mailbox { return withBypass(b, newMailbox()) })))
+	<-c.started
+	for i := range 4 {
+		sys.Root.Send(pid, &opRequest{shard: int32(i)})
+	}
+	select {
+	case <-c.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the actor was not restarted after its bypassed Receive panicked")
+	}
+	for i := 4; i < 6; i++ {
+		sys.Root.Send(pid, &opRequest{shard: int32(i)})
+	}
+	_ = sys.Root.PoisonFuture(pid).Wait()
+	want := []any{"started", 0, "restarting", "started", 2, 3, 4, 5}
+	if !slices.Equal(c.got, want) {
+		t.Fatalf("the actor saw %v, want %v", c.got, want)
+	}
+	if b.stopped != true || b.ctx.Context == nil {
+		t.Fatalf("after the restart and stop: stopped %v, context %v", b.stopped, b.ctx.Context)
 	}
 }
