@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,20 +30,32 @@ func TestWriteCutDoesNotHoldLaterBatches(t *testing.T) {
 	defer s.Resume()
 
 	// One write larger than the socket's buffers on both ends (at most 4
-	// and 32 MiB here) is cut part way by its deadline. The fill's context
-	// ends a second after the deadline it gives the write: Do reports a
-	// batch whose context has ended as "no answer" whatever cut it, so with
-	// one instant for both the cut showed only when the socket's deadline
-	// beat the context's timer, and a fresh clone's CI run never saw it.
+	// and 32 MiB here) is cut part way by its deadline. That deadline is
+	// set as the write starts (testWriteHook), and the fill's context ends
+	// long after it. Both matter: encoding 64 MiB under -race takes a
+	// second or more, so a deadline fixed before Do could pass before the
+	// write started ("not sent", not cut), and a cut that came after the
+	// context ended is reported as "no answer" (errWriteCut wraps
+	// context.DeadlineExceeded), after which the next fill waits for the
+	// write lock the cut batch's rest holds. A fresh clone's CI run failed
+	// on both counts.
+	var writeDeadline atomic.Int64 // Unix ns; 0: the context's own
+	testWriteHook = func() { writeDeadline.Store(time.Now().Add(300 * time.Millisecond).UnixNano()) }
+	defer func() { testWriteHook = nil }()
 	big := strings.Repeat("v", 64<<20)
 	cut := false
-	for i := 0; i < 5 && !cut; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 1300*time.Millisecond)
+	for i := 0; i < 3 && !cut; i++ {
+		writeDeadline.Store(0)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		res := make([]transport.Result, 1)
-		_ = tr.Do(cutCtx{ctx, time.Now().Add(300 * time.Millisecond)}, []transport.Op{acq(fmt.Sprint("fill", i), big, time.Minute)}, res)
+		_ = tr.Do(startCutCtx{ctx, &writeDeadline}, []transport.Op{acq(fmt.Sprint("fill", i), big, time.Minute)}, res)
 		cancel()
 		cut = errors.Is(res[0].Err, errWriteCut)
+		if !cut {
+			t.Logf("fill %d: %v", i, res[0].Err)
+		}
 	}
+	testWriteHook = nil
 	if !cut {
 		t.Fatal("no write was cut part way by its deadline: the test sets nothing up")
 	}
@@ -77,3 +90,17 @@ type cutCtx struct {
 }
 
 func (c cutCtx) Deadline() (time.Time, bool) { return c.d, true }
+
+// startCutCtx gives a write the deadline *d once set (by testWriteHook, as
+// the write starts), and its Context's own until then.
+type startCutCtx struct {
+	context.Context
+	d *atomic.Int64
+}
+
+func (c startCutCtx) Deadline() (time.Time, bool) {
+	if ns := c.d.Load(); ns != 0 {
+		return time.Unix(0, ns), true
+	}
+	return c.Context.Deadline()
+}
