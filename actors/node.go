@@ -86,6 +86,7 @@ func (n *node) Receive(ctx actor.Context) {
 		n.flush()
 		n.m.queued(n.index, len(n.queue))
 	case *batch:
+		n.handling(m)
 		n.inflight--
 		if n.busy != nil {
 			n.mark(m, ^uint32(0)) // -1
@@ -97,12 +98,15 @@ func (n *node) Receive(ctx actor.Context) {
 		n.take()
 		n.checkDrained()
 	case *wakeNode:
+		n.handling(m)
 		n.take()
 	case *drainMsg:
+		n.handling(m)
 		n.drained = append(n.drained, m.done)
 		n.take()
 		n.checkDrained()
 	case *infoResult:
+		n.handling(m)
 		n.q.learn(n, m)
 		n.take()
 		n.checkDrained()
