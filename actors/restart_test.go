@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,8 @@ import (
 	"github.com/quorumlock/redlock/api"
 	"github.com/quorumlock/redlock/transport"
 	"github.com/quorumlock/redlock/transport/memory"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 	"go.uber.org/goleak"
 )
 
@@ -22,9 +25,11 @@ import (
 // after the Unlocks; and Close returns without leaving a goroutine. One
 // case per message that carries work the node owes an answer for: a
 // returned batch (its results), a wake-up (ops in the intake), an INFO
-// result (the quarantine's check, which batches wait for).
+// result (the quarantine's check, which batches wait for); and a panic
+// further in, from a user's meter as a returned batch is counted (after
+// its slot in flight was given back, before its results went out).
 func TestNodeRestartAfterPanic(t *testing.T) {
-	for _, kind := range []string{"batch", "wakeNode", "infoResult"} {
+	for _, kind := range []string{"batch", "wakeNode", "infoResult", "metrics"} {
 		t.Run(kind, func(t *testing.T) { testNodeRestart(t, kind) })
 	}
 }
@@ -42,6 +47,12 @@ func testNodeRestart(t *testing.T, kind string) {
 	}
 	var armed, fired atomic.Bool
 	panicked := make(chan struct{})
+	boom := func() {
+		if fired.CompareAndSwap(false, true) {
+			close(panicked)
+			panic("node18: a bug in the node's Receive")
+		}
+	}
 	testNodeHook = func(n *node, msg any) {
 		if n.t != ts[victim] || !armed.Load() {
 			return
@@ -51,13 +62,14 @@ func testNodeRestart(t *testing.T, kind string) {
 		case *batch:
 			match = kind == "batch"
 		case *wakeNode:
-			match = kind == "wakeNode"
+			// With nothing in flight, no returning batch would take
+			// the intake either: only the restart can.
+			match = kind == "wakeNode" && n.inflight == 0
 		case *infoResult:
 			match = kind == "infoResult"
 		}
-		if match && fired.CompareAndSwap(false, true) {
-			close(panicked)
-			panic("node18: a bug in the node's Receive")
+		if match {
+			boom()
 		}
 	}
 	closed := false
@@ -69,8 +81,25 @@ func testNodeRestart(t *testing.T, kind string) {
 	if kind == "infoResult" {
 		armed.Store(true) // the first read is the node's own, at Started
 	}
-	c, err := Start(Config{Transports: ts, Names: names, MasterTimeout: 2 * time.Second, MaxBatch: 16, MaxInFlight: 2, Coordinators: 2,
-		QuarantinePeriod: time.Nanosecond, CheckInterval: 20 * time.Millisecond})
+	cfg := Config{Transports: ts, Names: names, MasterTimeout: 2 * time.Second, MaxBatch: 16, MaxInFlight: 2, Coordinators: 2}
+	if kind != "wakeNode" {
+		// The quarantine's reads, every CheckInterval, take the intake
+		// too: with them a lost wake-up would cost only a wait.
+		cfg.QuarantinePeriod, cfg.CheckInterval = time.Nanosecond, 20*time.Millisecond
+	}
+	if kind == "metrics" {
+		h := &panicHist{fire: func() {
+			if armed.Load() {
+				boom()
+			}
+		}}
+		m, err := NewMetrics(panicProvider{h: h}, names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Metrics = m
+	}
+	c, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,3 +208,36 @@ func testNodeRestart(t *testing.T, kind string) {
 	}
 	goleak.VerifyNone(t)
 }
+
+// panicProvider is a user's MeterProvider with a bug: the histogram of
+// batch round trips, which a node records as a batch returns
+// (Metrics.returned), runs fire, which may panic.
+type panicProvider struct {
+	noop.MeterProvider
+	h *panicHist
+}
+
+func (p panicProvider) Meter(string, ...metric.MeterOption) metric.Meter {
+	return panicMeter{h: p.h}
+}
+
+type panicMeter struct {
+	noop.Meter
+	h *panicHist
+}
+
+func (m panicMeter) Float64Histogram(name string, opts ...metric.Float64HistogramOption) (metric.Float64Histogram, error) {
+	if name == "redlock.master.batch.duration" {
+		return m.h, nil
+	}
+	return m.Meter.Float64Histogram(name, opts...)
+}
+
+type panicHist struct {
+	noop.Float64Histogram
+	fire func()
+}
+
+func (h *panicHist) Enabled(context.Context) bool { return true }
+
+func (h *panicHist) Record(context.Context, float64, ...metric.RecordOption) { h.fire() }
