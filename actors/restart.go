@@ -7,8 +7,9 @@ import (
 	"github.com/quorumlock/redlock/transport"
 )
 
-// A panic in a node's Receive is a bug of ours (a transport's panics are
-// recovered on the worker, node.do). protoactor then restarts the node:
+// A panic in a node's Receive is a bug of ours, or of a user's meter, which
+// the node calls as a batch returns (a transport's panics are recovered on
+// the worker, node.do). protoactor then restarts the node:
 // the actor gets Restarting and Started again, with the same *node, and the
 // message that panicked is lost. The node keeps what it holds (queue,
 // intake, batches in flight on its workers, parked batches, the per-key
