@@ -50,6 +50,15 @@ type node struct {
 	// silentSince: the send of the first batch that timed out since the
 	// master last answered; zero while it answers (slow.go).
 	silentSince time.Time
+
+	// What a panic would lose (restart.go): cur, the message being
+	// handled, and counted, whether (a returned batch) its slot in flight
+	// and key marks were given back; finishing and releasing, the parked
+	// batches being passed on.
+	cur       any
+	counted   bool
+	finishing *batch
+	releasing []*batch
 }
 
 // batch is one Do call's worth of work; it is also the message the I/O
@@ -86,10 +95,12 @@ func (n *node) Receive(ctx actor.Context) {
 		n.flush()
 		n.m.queued(n.index, len(n.queue))
 	case *batch:
+		n.handling(m)
 		n.inflight--
 		if n.busy != nil {
 			n.mark(m, ^uint32(0)) // -1
 		}
+		n.counted = true
 		if !n.q.park(n, m) {
 			n.finish(m)
 		}
@@ -97,12 +108,15 @@ func (n *node) Receive(ctx actor.Context) {
 		n.take()
 		n.checkDrained()
 	case *wakeNode:
+		n.handling(m)
 		n.take()
 	case *drainMsg:
+		n.handling(m)
 		n.drained = append(n.drained, m.done)
 		n.take()
 		n.checkDrained()
 	case *infoResult:
+		n.handling(m)
 		n.q.learn(n, m)
 		n.take()
 		n.checkDrained()
@@ -111,7 +125,13 @@ func (n *node) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		n.q.stop()
 		close(n.work)
+	case *actor.Restarting:
+		n.recoverLost()
 	case *actor.Started:
+		if n.work != nil {
+			n.restarted() // after a panic: keep workers and timers (restart.go)
+			break
+		}
 		n.self = ctx.Self()
 		n.root = ctx.ActorSystem().Root
 		n.q.start(n, ctx)
@@ -127,6 +147,7 @@ func (n *node) Receive(ctx actor.Context) {
 			go n.worker()
 		}
 	}
+	n.cur = nil
 }
 
 // busySlots counts keys in flight by hash. A collision only holds an op
@@ -183,6 +204,7 @@ func (n *node) finish(b *batch) {
 	n.hear(b)
 	n.q.vet(n, b)
 	n.m.returned(n.index, b, len(n.queue))
+	n.answering(b)
 	n.deliver(b.reqs, b.res, b.sent)
 	n.recycle(b)
 }

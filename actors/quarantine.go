@@ -193,9 +193,7 @@ func (q *quarantine) release(n *node) {
 	}
 	parked := q.parked
 	q.parked = nil
-	for _, b := range parked {
-		n.finish(b)
-	}
+	n.finishAll(parked)
 }
 
 // vet turns the grants of batch b into ErrQuarantined failures unless the

@@ -373,9 +373,7 @@ func (s *shards) release(q *quarantine, n *node) {
 	}
 	clear(q.parked[len(keep):])
 	q.parked = keep
-	for _, b := range ready {
-		n.finish(b)
-	}
+	n.finishAll(ready)
 }
 
 // countsAsVote reports whether op i of b is an answer the quarantine must
