@@ -519,7 +519,7 @@ const valueLen = 22
 func (l *lock) newValue() string {
 	var b [16]byte
 	if l.e != nil && l.e.values != nil {
-		l.e.values.draw(&b)
+		l.e.values.draw(&b, l.vbuf[:]) // base64 overwrites vbuf below
 	} else {
 		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	}

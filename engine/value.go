@@ -41,9 +41,12 @@ func newValues() *values {
 	return &values{block: b, nonce: binary.LittleEndian.Uint64(k[16:])}
 }
 
-// draw fills b with the next value's 16 bytes.
-func (v *values) draw(b *[16]byte) {
-	binary.LittleEndian.PutUint64(b[:8], v.nonce)
-	binary.LittleEndian.PutUint64(b[8:], v.n.Add(1))
-	v.block.Encrypt(b[:], b[:])
+// draw fills b with the next value's 16 bytes, using buf, which must
+// already live on the heap, as the block's buffer: a stack array handed to
+// the interface's Encrypt would escape, one allocation per lock.
+func (v *values) draw(b *[16]byte, buf []byte) {
+	binary.LittleEndian.PutUint64(buf[:8], v.nonce)
+	binary.LittleEndian.PutUint64(buf[8:16], v.n.Add(1))
+	v.block.Encrypt(buf[:16], buf[:16])
+	copy(b[:], buf[:16])
 }
