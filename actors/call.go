@@ -232,7 +232,7 @@ type opRequest struct {
 	hash     uint64
 	seq      uint64
 	op       transport.Op
-	deadline int64 // acquires and extensions (expires): not worth sending after this (sinceBase; 0: none)
+	deadline time.Time // acquires and extensions (expires): not worth sending after this
 	shard    int32
 	reply    bool // false: the sender wants no reply
 	// cleanup marks a release of what ended attempts left; its seq is the

@@ -245,9 +245,9 @@ func (c *coordinator) send(ctx actor.Context, call *Call, kind transport.OpKind,
 		r.op.Token = call.token
 	}
 	if acquires(kind) {
-		r.deadline = sinceBase(call.t1.Add(c.queueLimit(call)))
+		r.deadline = call.t1.Add(c.queueLimit(call))
 	} else if call.Kind == Extend {
-		r.deadline = sinceBase(call.Until)
+		r.deadline = call.Until
 	}
 	for i := range c.nodes {
 		c.toNode(ctx, i, r)

@@ -10,5 +10,5 @@ package actors
 // take batch slots. A dropped extension fails as unreachable, and its call
 // has mostly been given up already.
 func expires(r *opRequest) bool {
-	return acquires(r.op.Kind) || r.deadline != 0
+	return acquires(r.op.Kind) || !r.deadline.IsZero()
 }

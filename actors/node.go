@@ -207,7 +207,6 @@ func (n *node) flush() {
 		// it is no later than the send, so a validity counted from it is
 		// never longer than one counted from the send (sent).
 		now := time.Now()
-		past := int64(now.Sub(clockBase)) // for the ops' deadlines
 		keep := n.queue[:0]
 		for i, r := range n.queue {
 			if len(b.reqs) == n.maxBatch {
@@ -219,7 +218,7 @@ func (n *node) flush() {
 				continue
 			}
 			if expires(r) {
-				if past > r.deadline {
+				if now.After(r.deadline) {
 					n.fail(r, errStale)
 					continue
 				}
