@@ -53,7 +53,6 @@ type Cluster struct {
 	timeout time.Duration
 	quorum  int
 	io      sync.WaitGroup // batches in flight on their own goroutines
-	loops   []*loop        // the coordinators' dispatchers (loop.go), stopped after them
 
 	mu     sync.RWMutex
 	closed bool
@@ -119,9 +118,7 @@ func Start(cfg Config) (*Cluster, error) {
 	for i := range coords {
 		co := &coordinator{shard: int32(i), nodes: c.nodes, intakes: intakes, coords: coords, names: cfg.Names, quorum: c.quorum, masterTimeout: cfg.MasterTimeout, m: cfg.Metrics}
 		bc := &bypass{a: co, ctx: bypassCtx{peers: peers}}
-		lp := newLoop()
-		c.loops = append(c.loops, lp)
-		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return bc }, actor.WithDispatcher(lp), actor.WithMailbox(func() actor.Mailbox { return withBypass(bc, loneCallMailbox(co)) })), fmt.Sprintf("coordinator-%d", i))
+		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return bc }, actor.WithMailbox(func() actor.Mailbox { return withBypass(bc, loneCallMailbox(co)) })), fmt.Sprintf("coordinator-%d", i))
 		if err != nil {
 			c.stopAll()
 			return nil, fmt.Errorf("redlock: spawning coordinator %d: %w", i, err)
@@ -211,17 +208,8 @@ func (c *Cluster) Close() error {
 		}
 	}
 	c.io.Wait()
-	c.stopLoops()
 	c.system.Shutdown()
 	return errors.Join(errs...)
-}
-
-// stopLoops ends the coordinators' goroutines; the coordinators have
-// stopped.
-func (c *Cluster) stopLoops() {
-	for _, l := range c.loops {
-		l.stop()
-	}
 }
 
 func (c *Cluster) stopAll() {
@@ -234,5 +222,4 @@ func (c *Cluster) stopAll() {
 			_ = c.system.Root.StopFuture(pid).Wait()
 		}
 	}
-	c.stopLoops()
 }
