@@ -52,9 +52,6 @@ type Engine struct {
 	// sched is the one timer of every watched lock, and bounds the
 	// auto-extensions out at once (sched.go, autoslots.go).
 	sched sched
-	// values draws lock values (value.go); nil only in handles made
-	// without New, which draw from crypto/rand.
-	values *values
 }
 
 var _ api.Locker = (*Engine)(nil)
@@ -244,7 +241,7 @@ func start(ts []transport.Transport, o api.Options) (*Engine, error) {
 		_ = ob.m.Close()
 		return nil, newErr(err)
 	}
-	e := &Engine{opts: o, cluster: cl, transports: ts, names: names, lacking: lacking, obs: ob, values: newValues()}
+	e := &Engine{opts: o, cluster: cl, transports: ts, names: names, lacking: lacking, obs: ob}
 	e.sched.init(autoSlots(o))
 	return e, nil
 }
@@ -512,17 +509,12 @@ func (e *Engine) run(ctx context.Context, call *actors.Call) error {
 // valueLen is the length of a lock value: 16 random bytes in base64.
 const valueLen = 22
 
-// newValue draws the lock's value: 128 bits from the engine's generator
-// (value.go), so values are unique across every client and unguessable.
-// The string's bytes live in the handle (written once, here, and never
-// again).
+// newValue draws the lock's value: 128 bits from crypto/rand, so values are
+// unique across every client and unguessable. The string's bytes live in
+// the handle (written once, here, and never again).
 func (l *lock) newValue() string {
 	var b [16]byte
-	if l.e != nil && l.e.values != nil {
-		l.e.values.draw(&b, l.vbuf[:]) // base64 overwrites vbuf below
-	} else {
-		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	}
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	base64.RawURLEncoding.Encode(l.vbuf[:], b[:])
 	return unsafe.String(&l.vbuf[0], valueLen)
 }
