@@ -117,7 +117,6 @@ func (c *coordinator) tryWindow(ctx actor.Context, call *Call) {
 	for _, k := range a.kids {
 		c.active.add(k)
 	}
-	c.calls.Store(int32(len(c.active)))
 	for _, k := range a.kids {
 		c.attempt(ctx, k)
 	}

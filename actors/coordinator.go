@@ -2,7 +2,6 @@ package actors
 
 import (
 	"errors"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -41,9 +40,6 @@ type coordinator struct {
 	// semQueues are the local lines of semaphores, by name: apart from
 	// queues, so that a semaphore and a lock may share a name.
 	semQueues map[string]*waitQueue
-
-	// calls is len(active), for the mailbox (lonecall.go).
-	calls atomic.Int32
 
 	// retired: pooled calls let go at the end of this Receive (callpool.go).
 	retired []*Call
@@ -121,7 +117,6 @@ func (c *coordinator) Receive(ctx actor.Context) {
 
 func (c *coordinator) start(ctx actor.Context, call *Call) {
 	c.active.add(call)
-	c.calls.Store(int32(len(c.active)))
 	switch call.Kind {
 	case Acquire, AcquireAny:
 		if call.Queue {
@@ -502,7 +497,6 @@ func (c *coordinator) finish(ctx actor.Context, call *Call, err error) {
 	call.phase = phaseDone
 	call.Err = err
 	c.active.remove(call)
-	c.calls.Store(int32(len(c.active)))
 	call.signal()
 	if call.Mode == Writer && err != nil && call.attempts > 0 && !c.closing {
 		c.giveUpLeft(ctx, call) // answered, and sent again where not (giveupleft.go)

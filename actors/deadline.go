@@ -38,9 +38,18 @@ func newDeadline() *deadline {
 // started: the batch's send time.
 func (d *deadline) arm(timeout time.Duration) time.Time {
 	now := time.Now()
-	d.at = now.Add(timeout)
-	d.timer.Reset(timeout)
+	d.armAt(now, timeout)
 	return now
+}
+
+// armAt starts d for a batch sent at sent (a clock read the caller already
+// has, no later than now) that may run for timeout. Deadline reports
+// sent + timeout, no later than the timer fires, which counts timeout from
+// now: a transport that sets its own I/O deadline from it stops no later
+// than d is done.
+func (d *deadline) armAt(sent time.Time, timeout time.Duration) {
+	d.at = sent.Add(timeout)
+	d.timer.Reset(timeout)
 }
 
 // disarm stops d after its batch and reports whether d can be armed again.

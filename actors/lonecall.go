@@ -2,24 +2,29 @@ package actors
 
 import "github.com/asynkron/protoactor-go/actor"
 
-// loneCallMailbox is co's mailbox (newCoordinatorMailbox) that also runs a
-// call on the caller's goroutine when co has no call in flight and its
-// mailbox is idle: the one-locker case. protoactor's dispatcher would start
-// a goroutine for it, and the caller would only wait for that goroutine to
-// fan the call out (two goroutine starts per lock cycle, and the wake-ups
-// of the threads that run them).
+// loneCallMailbox is a coordinator's mailbox (newCoordinatorMailbox) that
+// also runs a call on the caller's goroutine whenever the mailbox is idle.
+// protoactor's dispatcher would start a goroutine for it, and the caller
+// would only wait for that goroutine to fan the call out (a goroutine start
+// and the wake-up of a thread to run it, per call). A coordinator's Receive
+// never blocks, so the caller can run it; it holds no lock of the engine's
+// while it submits. A call that finds the mailbox running waits in it, as
+// before, and the running goroutine takes it.
 //
-// Only then: with calls in flight, new calls are better left to pile up in
-// the mailbox while its goroutine starts, so that their ops reach the nodes
-// together (perfmem measured every call inline at 30-50 % more CPU per
-// cycle at 256 lockers). A coordinator's Receive never blocks, so the caller
-// can run it; it holds no lock of the engine's while it submits.
-func loneCallMailbox(co *coordinator) actor.Mailbox {
+// This used to be for lone calls only (no call in flight): perfmem measured
+// every call inline at 30-50 % more CPU per cycle at 256 lockers, because
+// each call's ops then met idle node actors and went out in batches of one.
+// The nodes' intake (intake.go, mem17) took that cost away: ops now pile up
+// in the intake while a batch is out, wherever the call ran. Interleaved
+// against lone calls only (BENCHMARKS.md, "In-memory masters, round 5"),
+// every call inline took 5.2 % off the CPU per cycle on the memory masters
+// at 256 lockers and 5.7 % on Redis, and left one locker level.
+func loneCallMailbox() actor.Mailbox {
 	m := newCoordinatorMailbox().(*mailbox)
 	replies := m.inline
 	m.inline = func(msg any) bool {
 		if _, ok := msg.(*Call); ok {
-			return co.calls.Load() == 0
+			return true
 		}
 		return replies(msg)
 	}

@@ -2,33 +2,34 @@ package actors
 
 import "testing"
 
-// A coordinator with no call in flight runs a new call on the caller's
-// goroutine; one with calls in flight leaves it to the dispatcher, so that
-// calls pile up in the mailbox (many lockers). Reply batches keep the
+// A call that finds its coordinator's mailbox idle runs on the caller's
+// goroutine, with or without calls in flight; one that finds it running
+// waits in it for the running goroutine. Reply batches keep the
 // coordinator mailbox's rule.
 func TestLoneCallRunsInline(t *testing.T) {
-	co := &coordinator{}
 	r := &recorder{}
-	m := loneCallMailbox(co)
+	m := loneCallMailbox()
 	var pending []func()
 	m.RegisterHandlers(r, dispatcherFunc(func(fn func()) { pending = append(pending, fn) }))
 
-	lone := &Call{}
-	m.PostUserMessage(lone)
-	if len(pending) != 0 || len(r.user) != 1 || r.user[0] != lone {
-		t.Fatalf("idle coordinator without calls: scheduled %d times, ran %v; want the call run inline", len(pending), r.user)
+	first := &Call{}
+	m.PostUserMessage(first)
+	if len(pending) != 0 || len(r.user) != 1 || r.user[0] != first {
+		t.Fatalf("idle coordinator: scheduled %d times, ran %v; want the call run inline", len(pending), r.user)
 	}
 
-	co.calls.Store(1)
+	// A running mailbox (as while another goroutine runs it): the call
+	// is queued, neither run here nor scheduled again.
+	mb := m.(*mailbox)
+	mb.status.Store(running)
 	busy := &Call{}
 	m.PostUserMessage(busy)
-	if len(pending) != 1 || len(r.user) != 1 {
-		t.Fatalf("coordinator with a call in flight: scheduled %d times, ran %d; want the call left to the dispatcher", len(pending), len(r.user))
+	if len(pending) != 0 || len(r.user) != 1 {
+		t.Fatalf("running coordinator: scheduled %d times, ran %d; want the call left in the mailbox", len(pending), len(r.user))
 	}
-	pending[0]()
-	pending = pending[:0]
+	mb.process() // what the running goroutine does next
 	if len(r.user) != 2 || r.user[1] != busy {
-		t.Fatalf("ran %v; want the second call run by the dispatcher", r.user)
+		t.Fatalf("ran %v; want the queued call run by the mailbox's run", r.user)
 	}
 
 	rep := &nodeReplies{items: make([]reply, 1)}

@@ -71,10 +71,12 @@ type batch struct {
 	// served: which shard gave each result, when the quarantine is per
 	// shard (see shards).
 	served []transport.Served
-	// sent is when the batch went to the transport, after any wait in the
-	// queue: no master can have applied its ops earlier, so a grant's
+	// sent is when the batch left the node's queue for its I/O worker
+	// (flush), after any wait in the queue and just before the transport
+	// gets it: no master can have applied its ops earlier, so a grant's
 	// validity counts from here (admission control: overload is latency).
-	// The batch round-trip metric reads it too.
+	// The batch round-trip metric reads it too, and so includes the
+	// hand-over to the worker.
 	sent time.Time
 	// metered: the metrics saw the batch leave (Metrics.sending), so they
 	// count its return.
@@ -222,7 +224,11 @@ func (n *node) checkDrained() {
 func (n *node) flush() {
 	for n.inflight < n.maxInFlight && len(n.queue) > 0 {
 		b := n.batch()
-		var now time.Time
+		// One clock read per batch serves the stale check and the
+		// batch's send time (do): read before the batch is handed over,
+		// it is no later than the send, so a validity counted from it is
+		// never longer than one counted from the send (sent).
+		now := time.Now()
 		keep := n.queue[:0]
 		for i, r := range n.queue {
 			if len(b.reqs) == n.maxBatch {
@@ -234,9 +240,6 @@ func (n *node) flush() {
 				continue
 			}
 			if expires(r) {
-				if now.IsZero() {
-					now = time.Now()
-				}
 				if now.After(r.deadline) {
 					n.fail(r, errStale)
 					continue
@@ -258,6 +261,7 @@ func (n *node) flush() {
 			b.res = make([]transport.Result, len(b.ops), cap(b.ops))
 		}
 		b.res = b.res[:len(b.ops)]
+		b.sent = now
 		n.m.sending(n.index, b, len(n.queue))
 		n.inflight++
 		n.work <- b // never blocks: at most maxInFlight batches are out
@@ -276,7 +280,7 @@ func (n *node) do(b *batch, d *deadline) (reuse bool) {
 			reuse = false // what the transport left running is anyone's guess
 		}
 	}()
-	b.sent = d.arm(n.timeout)
+	d.armAt(b.sent, n.timeout)
 	defer func() { reuse = d.disarm() }()
 	b.epoch = n.q.epoch()
 	defer func() {
