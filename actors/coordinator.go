@@ -69,6 +69,9 @@ type waitQueue struct {
 }
 
 func (c *coordinator) Receive(ctx actor.Context) {
+	if testCoordHook != nil {
+		testCoordHook(c, ctx.Message())
+	}
 	switch m := ctx.Message().(type) {
 	case *nodeReplies:
 		for i := range m.items {
