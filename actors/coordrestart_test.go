@@ -244,3 +244,86 @@ func testCoordRestart(t *testing.T, kind string) {
 		t.Fatalf("Close did not return after the coordinator restarted")
 	}
 }
+
+// A bug that panics on every call (say, a user's meter that panics as each
+// call finishes) must not stop the coordinator: protoactor's default
+// supervisor stops an actor that fails more than 10 times in 10 seconds,
+// and a stopped coordinator's calls go to the dead letters while Submit
+// returns nil, so every caller of its keys would wait forever. Each call
+// must be answered (api.ErrInternal), and the coordinator must still run
+// the calls that do not panic.
+func TestCoordinatorRestartsEveryTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms := make([]*memory.Master, 3)
+		ts := make([]transport.Transport, len(ms))
+		names := make([]string, len(ms))
+		for i := range ms {
+			ms[i] = memory.New()
+			ts[i] = ms[i].Transport()
+			names[i] = fmt.Sprintf("m%d", i)
+		}
+		testCoordHook = func(_ *coordinator, msg any) {
+			if call, ok := msg.(*Call); ok && len(call.Key) > 4 && call.Key[:5] == "boom-" {
+				panic(errCoordBoom)
+			}
+		}
+		c, err := Start(Config{Transports: ts, Names: names, MasterTimeout: 100 * time.Millisecond, MaxBatch: 64, MaxInFlight: 1, Coordinators: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			done := make(chan error, 1)
+			go func() { done <- c.Close() }()
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				t.Errorf("Close did not return")
+			}
+			testCoordHook = nil
+		}()
+		run := func(key string) (*Call, bool) {
+			call := NewCall(Acquire, "trylock", key, "v", time.Minute, time.Millisecond)
+			call.Retry.MaxAttempts = 1
+			if err := c.Submit(call); err != nil {
+				t.Fatalf("Submit %q: %v", key, err)
+			}
+			select {
+			case <-call.Done():
+				return call, true
+			case <-time.After(time.Minute):
+				t.Errorf("the call for %q was never answered", key)
+				return call, false
+			}
+		}
+		for i := range 15 { // within a second of the bubble's clock
+			call, ok := run(fmt.Sprintf("boom-%d", i))
+			if !ok {
+				return
+			}
+			if !errors.Is(call.Err, api.ErrInternal) {
+				t.Fatalf("call %d, which panicked: %v; want api.ErrInternal", i, call.Err)
+			}
+		}
+		call, ok := run("ok")
+		if !ok {
+			return
+		}
+		if call.Err != nil {
+			t.Fatalf("a call after 15 panics: %v", call.Err)
+		}
+		rel := NewCall(Release, "unlock", "ok", "v", time.Minute, time.Millisecond)
+		if err := c.Submit(rel); err != nil {
+			t.Fatal(err)
+		}
+		<-rel.Done()
+		if rel.Err != nil {
+			t.Fatalf("its unlock: %v", rel.Err)
+		}
+		synctest.Wait()
+		for i, m := range ms {
+			if k := m.Len(); k != 0 {
+				t.Errorf("master %d holds %d keys", i, k)
+			}
+		}
+	})
+}
