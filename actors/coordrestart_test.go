@@ -327,3 +327,60 @@ func TestCoordinatorRestartsEveryTime(t *testing.T) {
 		}
 	})
 }
+
+// A failed acquire whose releases did not get through is cleaned in the
+// background (coordinator.pending); a panic in between must not drop that
+// cleanup: once the masters take releases again, its key goes. (Started
+// used to make a new pending map at the restart: the cleanup ticks then
+// found nothing to do, and the key stayed for its TTL.)
+func TestCoordinatorRestartKeepsCleanup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		victim := NewCall(Acquire, "trylock", "p", "p", time.Minute, time.Millisecond)
+		victim.Retry.MaxAttempts = 1
+		testCoordHook = func(_ *coordinator, msg any) {
+			if msg == any(victim) {
+				panic(errCoordBoom)
+			}
+		}
+		c, ms, ls := lossyCluster(t, 3, 100*time.Millisecond)
+		defer func() {
+			c.Close()
+			testCoordHook = nil
+		}()
+		for _, l := range ls {
+			l.set(func(l *lossy) { l.loseAcquire, l.relDown = 1, true })
+		}
+		d := NewCall(Acquire, "trylock", "d", "d", time.Minute, time.Millisecond)
+		d.Retry.MaxAttempts = 1
+		if err := c.Submit(d); err != nil {
+			t.Fatal(err)
+		}
+		<-d.Done()
+		if d.Err == nil {
+			t.Fatal("the acquire whose replies were lost won")
+		}
+		for i, m := range ms {
+			if _, ok := m.Get("d"); !ok {
+				t.Fatalf("master %d does not hold the failed acquire's key: the test's premise failed", i)
+			}
+		}
+		if err := c.Submit(victim); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-victim.Done():
+		case <-time.After(time.Minute):
+			t.Fatal("the call that panicked was never answered")
+		}
+		for _, l := range ls {
+			l.set(func(l *lossy) { l.relDown = false })
+		}
+		time.Sleep(5 * cleanupMaxWait)
+		synctest.Wait()
+		for i, m := range ms {
+			if v, ok := m.Get("d"); ok {
+				t.Errorf("master %d still holds d=%s, the failed acquire's key, after its background cleanup had %v with the releases getting through", i, v, 5*cleanupMaxWait)
+			}
+		}
+	})
+}
