@@ -3,6 +3,8 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -54,7 +56,7 @@ func testCoordRestart(t *testing.T, kind string) {
 	}
 	// victim is the call whose message panics; set before it is submitted.
 	var victim atomic.Pointer[Call]
-	var fired atomic.Bool
+	var fired, inline atomic.Bool
 	panicked := make(chan struct{})
 	testCoordHook = func(c *coordinator, msg any) {
 		v := victim.Load()
@@ -73,6 +75,7 @@ func testCoordRestart(t *testing.T, kind string) {
 			match = m.call == v && kind == "retry"
 		}
 		if match && fired.CompareAndSwap(false, true) {
+			inline.Store(strings.Contains(string(debug.Stack()), ").Submit("))
 			close(panicked)
 			panic(errCoordBoom)
 		}
@@ -167,6 +170,9 @@ func testCoordRestart(t *testing.T, kind string) {
 	case <-panicked:
 	case <-time.After(time.Minute):
 		t.Fatalf("the coordinator never handled the %s message to panic on", kind)
+	}
+	if kind == "call" && !inline.Load() {
+		t.Errorf("the call did not run on the caller's goroutine (Submit is not on the panic's stack): the test no longer covers the inline path")
 	}
 	if answered("the call whose message the panic lost", v) {
 		var pe *api.PanicError
@@ -380,6 +386,57 @@ func TestCoordinatorRestartKeepsCleanup(t *testing.T) {
 		for i, m := range ms {
 			if v, ok := m.Get("d"); ok {
 				t.Errorf("master %d still holds d=%s, the failed acquire's key, after its background cleanup had %v with the releases getting through", i, v, 5*cleanupMaxWait)
+			}
+		}
+	})
+}
+
+// A real panic, no hook: an AcquireAny with no permits (the engine refuses
+// it before it gets here) panics in the coordinator (rand.IntN(0) in
+// attemptAny), on the caller's goroutine since the mailbox is idle. The
+// caller must get api.ErrInternal wrapping the runtime's panic value, and
+// the coordinator must go on running calls.
+func TestZeroPermitSemaphorePanicAnswered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, ms, _ := lossyCluster(t, 3, 100*time.Millisecond)
+		defer c.Close()
+		for _, queue := range []bool{false, true} {
+			call := NewCall(AcquireAny, "semaphore", "s", "v", time.Minute, time.Millisecond)
+			call.Sem, call.Permits, call.Queue = "s", 0, queue
+			if err := c.Submit(call); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-call.Done():
+			case <-time.After(time.Minute):
+				t.Fatalf("a zero-permit semaphore call (queue %v) was never answered", queue)
+			}
+			var pe *api.PanicError
+			if !errors.Is(call.Err, api.ErrInternal) || !errors.As(call.Err, &pe) {
+				t.Fatalf("a zero-permit semaphore call (queue %v): %v; want api.ErrInternal", queue, call.Err)
+			}
+			t.Logf("queue %v: %v", queue, call.Err)
+		}
+		ok := lockCall("k", "v", 1)
+		if err := c.Submit(ok); err != nil {
+			t.Fatal(err)
+		}
+		<-ok.Done()
+		if ok.Err != nil {
+			t.Fatalf("a lock after the panics: %v", ok.Err)
+		}
+		rel := NewCall(Release, "unlock", "k", "v", time.Minute, time.Millisecond)
+		if err := c.Submit(rel); err != nil {
+			t.Fatal(err)
+		}
+		<-rel.Done()
+		if rel.Err != nil {
+			t.Fatalf("its unlock: %v", rel.Err)
+		}
+		synctest.Wait()
+		for i, m := range ms {
+			if k := m.Len(); k != 0 {
+				t.Errorf("master %d holds %d keys", i, k)
 			}
 		}
 	})
