@@ -13,6 +13,8 @@ import (
 	"github.com/quorumlock/redlock/api"
 	"github.com/quorumlock/redlock/transport"
 	"github.com/quorumlock/redlock/transport/memory"
+	"go.opentelemetry.io/otel/trace"
+	tnoop "go.opentelemetry.io/otel/trace/noop"
 )
 
 // errCoordBoom is what the coordinator panics with in these tests: an
@@ -437,6 +439,53 @@ func TestZeroPermitSemaphorePanicAnswered(t *testing.T) {
 		for i, m := range ms {
 			if k := m.Len(); k != 0 {
 				t.Errorf("master %d holds %d keys", i, k)
+			}
+		}
+	})
+}
+
+// panicSpan is a user's span with a bug: every event panics. The
+// coordinator adds one as a call finishes (Metrics.finished), so its
+// finish panics every time, its recovery's too.
+type panicSpan struct{ tnoop.Span }
+
+func (panicSpan) AddEvent(string, ...trace.EventOption) { panic(errCoordBoom) }
+
+// A bug that panics inside finish, before the caller is signalled, panics
+// again when the recovery ends the call the same way: the caller must
+// still be answered (ErrInternal, not the lock the masters granted, since
+// the engine cannot hand over a lock it lost track of), the keys released
+// on every master, and the key's next waiter given its turn.
+func TestCoordinatorPanicInFinish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, ms, _ := lossyCluster(t, 3, 100*time.Millisecond)
+		defer c.Close()
+		bad := lockCall("k", "bad", 1)
+		bad.Span = panicSpan{}
+		next := lockCall("k", "next", 1)
+		if err := c.Submit(bad); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Submit(next); err != nil { // in k's line behind bad
+			t.Fatal(err)
+		}
+		for _, call := range []*Call{bad, next} {
+			select {
+			case <-call.Done():
+			case <-time.After(time.Minute):
+				t.Fatalf("the call with value %q was never answered", call.Value)
+			}
+		}
+		if !errors.Is(bad.Err, api.ErrInternal) || !errors.Is(bad.Err, errCoordBoom) {
+			t.Errorf("the call whose finish panics: %v; want api.ErrInternal wrapping the panic value", bad.Err)
+		}
+		if next.Err != nil {
+			t.Errorf("the waiter behind it: %v; want the lock (the first call's keys released)", next.Err)
+		}
+		synctest.Wait()
+		for i, m := range ms {
+			if v, ok := m.Get("k"); ok && v != "next" {
+				t.Errorf("master %d holds k=%s; want the failed call's key released", i, v)
 			}
 		}
 	})
