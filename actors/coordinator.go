@@ -43,6 +43,9 @@ type coordinator struct {
 
 	// retired: pooled calls let go at the end of this Receive (callpool.go).
 	retired []*Call
+
+	// restart: what a panic lost, answered for at the restart (coordrestart.go).
+	restart coordRestart
 }
 
 // cleanupMaxWait caps the delay between background cleanups of one call
@@ -69,6 +72,9 @@ type waitQueue struct {
 }
 
 func (c *coordinator) Receive(ctx actor.Context) {
+	if testCoordHook != nil {
+		testCoordHook(c, ctx.Message())
+	}
 	switch m := ctx.Message().(type) {
 	case *nodeReplies:
 		for i := range m.items {
@@ -96,10 +102,15 @@ func (c *coordinator) Receive(ctx actor.Context) {
 			}
 		}
 	case *actor.Started:
+		if c.sched != nil {
+			break // a restart after a panic: the state is kept (coordrestart.go)
+		}
 		c.self = ctx.Self()
 		c.sched = scheduler.NewTimerScheduler(ctx)
 		c.queues = make(map[string]*waitQueue)
 		c.pending = make(map[*Call]struct{})
+	case *actor.Restarting:
+		c.recoverLost(ctx)
 	case *closeCalls:
 		c.closing = true
 		c.abandonActive(ctx)

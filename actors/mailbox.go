@@ -38,6 +38,10 @@ type mailbox struct {
 	// direct, if set, handles a user message instead of the invoker when
 	// its handle reports true (bypass.go).
 	direct *bypass
+
+	// recovered, if set, learns of a panic in the actor, and the message
+	// it lost, before protoactor restarts the actor (coordrestart.go).
+	recovered func(reason, msg any)
 }
 
 const (
@@ -109,6 +113,9 @@ func (m *mailbox) run() {
 	var msg any
 	defer func() {
 		if r := recover(); r != nil {
+			if m.recovered != nil {
+				m.recovered(r, msg)
+			}
 			m.invoker.EscalateFailure(r, msg)
 		}
 	}()

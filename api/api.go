@@ -30,7 +30,8 @@
 //
 // Every error wraps one of ErrNotAcquired ("taken": somebody else holds
 // it), ErrQuorumUnreachable ("masters down": too few masters answered),
-// ErrNotHeld, ErrInvalidArgument or ErrClosed, or the context's own error;
+// ErrNotHeld, ErrInvalidArgument or ErrClosed, or the context's own error
+// (or, should the engine hit a bug of its own, ErrInternal: outcome unknown);
 // the *Error it comes in says what each master answered.
 //
 // # The Lock handle is an interface

@@ -849,8 +849,10 @@ func (l *lock) extend(ctx context.Context, auto bool) error {
 		// can vouch for the lock, and a majority may already have dropped it.
 		// An auto-extension that only lacked answers in time is retried by
 		// the timer instead (retryExtension), since the lock is still
-		// valid until Until.
-		if errors.Is(err, api.ErrNotHeld) || errors.Is(err, api.ErrQuorumUnreachable) && !auto {
+		// valid until Until. An extension the engine's own bug lost
+		// (ErrInternal, coord19) gives the lock up too: nothing vouches for
+		// what the engine did with it.
+		if errors.Is(err, api.ErrNotHeld) || errors.Is(err, api.ErrInternal) || errors.Is(err, api.ErrQuorumUnreachable) && !auto {
 			l.lose(&api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Last: err, Detail: "an extension failed"})
 		}
 		return err
