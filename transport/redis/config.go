@@ -70,6 +70,14 @@ type Config struct {
 	// Cluster slot. The cluster transport (transport/rediscluster) sets it
 	// on its nodes; a single server keeps the names it always had.
 	ClusterFenceKeys bool
+
+	// ReleaseBatch is the most plain single-key Releases of one batch sent
+	// as one script (ReleaseBatchScript), which costs the master about a
+	// third less CPU per release than a script per key. 0 means
+	// DefaultReleaseBatch; 1 sends each release alone (for a proxy that
+	// cannot run a script over keys it shards apart); at most
+	// MaxReleaseBatch. Cluster nodes never coalesce.
+	ReleaseBatch int
 }
 
 // ParseAddr validates an address (see Config.Addr) and returns a Config with
@@ -237,6 +245,12 @@ func (cfg Config) resolve() (resolved, error) {
 		case *d.v == 0:
 			*d.v = d.def
 		}
+	}
+	switch {
+	case r.ReleaseBatch < 0 || r.ReleaseBatch > MaxReleaseBatch:
+		return resolved{}, fmt.Errorf("%w: redis %s: ReleaseBatch %d is outside 0..%d", ErrBadAddress, r.hostport, r.ReleaseBatch, MaxReleaseBatch)
+	case r.ReleaseBatch == 0:
+		r.ReleaseBatch = DefaultReleaseBatch
 	}
 	if r.ReconnectMax < r.ReconnectInitial {
 		r.ReconnectMax = r.ReconnectInitial

@@ -117,6 +117,7 @@ const (
 	scriptReleaseShared
 	scriptExtendShared
 	scriptAcquireExclusive
+	scriptReleaseBatch
 	numScripts
 )
 
@@ -133,6 +134,7 @@ var scripts = [numScripts]struct{ src, sha string }{
 	scriptReleaseShared:    {ReleaseSharedScript, sha1Hex(ReleaseSharedScript)},
 	scriptExtendShared:     {ExtendSharedScript, sha1Hex(ExtendSharedScript)},
 	scriptAcquireExclusive: {AcquireExclusiveScript, sha1Hex(AcquireExclusiveScript)},
+	scriptReleaseBatch:     {ReleaseBatchScript, sha1Hex(ReleaseBatchScript)},
 }
 
 // scriptOf returns the script a valid op runs as, or false for a plain SET
