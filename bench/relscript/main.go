@@ -2,7 +2,8 @@
 // released lock key under different ways of sending the release (issue 13,
 // branch rel19): the standard compare-and-delete script as one EVALSHA per
 // key, or one EVALSHA (or FCALL) comparing and deleting K keys, each with
-// its own value.
+// its own value. evalsha-mask is the transport's ReleaseBatchScript
+// (bitmask reply, GET through pcall), mask-call the same with call.
 //
 // It starts one redis-server of its own (internal/redisproc), and for each
 // mode and round: SETs N keys (not counted), reads the server's CPU, sends
@@ -13,7 +14,7 @@
 // /proc/<pid>/stat (10 ms ticks). Every reply is checked: each release must
 // report its key deleted.
 //
-//	go run ./bench/relscript -n 200000 -rounds 5 -window 64
+//	go run ./bench/relscript -n 200000 -rounds 5 -window 64 -k 8,32,48
 package main
 
 import (
@@ -30,15 +31,18 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock/internal/redisproc"
+	redisx "github.com/quorumlock/redlock/transport/redis"
 )
 
 const (
-	single = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`
+	// single and batchMask are the transport's own scripts.
+	single    = redisx.ReleaseScript
+	batchMask = redisx.ReleaseBatchScript
 	// batchArray: the reply is an array of 1 (deleted) or 0 per key.
 	batchArray = `local r = {} for i = 1, #KEYS do if redis.call("get",KEYS[i]) == ARGV[i] then r[i] = redis.call("del",KEYS[i]) else r[i] = 0 end end return r`
-	// batchMask: the reply is one integer, bit i-1 set if KEYS[i] was
-	// deleted (K <= 52 keeps it exact in a Lua number).
-	batchMask = `local m, b = 0, 1 for i = 1, #KEYS do if redis.call("get",KEYS[i]) == ARGV[i] then redis.call("del",KEYS[i]) m = m + b end b = b * 2 end return m`
+	// batchCall is batchMask with call instead of pcall for GET, to show
+	// what pcall costs.
+	batchCall = `local m, b = 0, 1 for i = 1, #KEYS do if redis.call("get",KEYS[i]) == ARGV[i] then redis.call("del",KEYS[i]) m = m + b end b = b * 2 end return m`
 	library   = "#!lua name=relscript\n" +
 		`redis.register_function('relarr', function(KEYS, ARGV) ` + batchArray + ` end) ` +
 		`redis.register_function('relmask', function(KEYS, ARGV) ` + batchMask + ` end)`
@@ -81,7 +85,7 @@ func run(n, rounds, window int, ks string, fcall bool) error {
 	c := &client{w: bufio.NewWriterSize(conn, 1<<16), r: bufio.NewReaderSize(conn, 1<<16)}
 
 	shas := map[string]string{}
-	for _, src := range []string{single, batchArray, batchMask} {
+	for _, src := range []string{single, batchArray, batchMask, batchCall} {
 		v, err := c.do("SCRIPT", "LOAD", src)
 		if err != nil {
 			return err
@@ -100,8 +104,10 @@ func run(n, rounds, window int, ks string, fcall bool) error {
 			return fmt.Errorf("bad -k %q: want 1..1000", f)
 		}
 		modes = append(modes, mode{name: "evalsha-arr-" + f, k: k, cmd: "EVALSHA", fn: shas[batchArray]})
-		if k <= 52 { // a Lua number holds 52 bits exactly
-			modes = append(modes, mode{name: "evalsha-mask-" + f, k: k, cmd: "EVALSHA", fn: shas[batchMask], mask: true})
+		if k <= redisx.MaxReleaseBatch { // a Lua number holds 52 bits exactly
+			modes = append(modes,
+				mode{name: "evalsha-mask-" + f, k: k, cmd: "EVALSHA", fn: shas[batchMask], mask: true},
+				mode{name: "mask-call-" + f, k: k, cmd: "EVALSHA", fn: shas[batchCall], mask: true})
 		}
 		if fcall {
 			modes = append(modes, mode{name: "fcall-arr-" + f, k: k, cmd: "FCALL", fn: "relarr"})
