@@ -3,7 +3,9 @@
 // branch rel19): the standard compare-and-delete script as one EVALSHA per
 // key, or one EVALSHA (or FCALL) comparing and deleting K keys, each with
 // its own value. evalsha-mask is the transport's ReleaseBatchScript
-// (bitmask reply, GET through pcall), mask-call the same with call.
+// (bitmask reply, GET through pcall), mask-call the same with call. With
+// -extend it also measures ExtendScript per key (extend-1) against
+// ExtendBatchScript (extend-mask-K).
 //
 // It starts one redis-server of its own (internal/redisproc), and for each
 // mode and round: SETs N keys (not counted), reads the server's CPU, sends
@@ -54,6 +56,7 @@ type mode struct {
 	cmd  string // EVALSHA or FCALL
 	fn   string // sha or function name
 	mask bool   // the reply is a bitmask integer, else :1 per key or an array
+	ext  bool   // extends (compare-then-PEXPIRE), not releases
 }
 
 func main() {
@@ -62,14 +65,15 @@ func main() {
 	window := flag.Int("window", 64, "keys released per write (pipelined), all replies read before the next")
 	ks := flag.String("k", "8,32,64", "keys per batched command")
 	fcall := flag.Bool("fcall", true, "also measure FCALL (Redis 7 functions)")
+	extend := flag.Bool("extend", false, "also measure extends: ExtendScript per key against ExtendBatchScript")
 	flag.Parse()
-	if err := run(*n, *rounds, *window, *ks, *fcall); err != nil {
+	if err := run(*n, *rounds, *window, *ks, *fcall, *extend); err != nil {
 		fmt.Fprintln(os.Stderr, "relscript:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, rounds, window int, ks string, fcall bool) error {
+func run(n, rounds, window int, ks string, fcall, extend bool) error {
 	ctx := context.Background()
 	servers, err := redisproc.Start(ctx, 1)
 	if err != nil {
@@ -85,7 +89,7 @@ func run(n, rounds, window int, ks string, fcall bool) error {
 	c := &client{w: bufio.NewWriterSize(conn, 1<<16), r: bufio.NewReaderSize(conn, 1<<16)}
 
 	shas := map[string]string{}
-	for _, src := range []string{single, batchArray, batchMask, batchCall} {
+	for _, src := range []string{single, batchArray, batchMask, batchCall, redisx.ExtendScript, redisx.ExtendBatchScript} {
 		v, err := c.do("SCRIPT", "LOAD", src)
 		if err != nil {
 			return err
@@ -93,6 +97,9 @@ func run(n, rounds, window int, ks string, fcall bool) error {
 		shas[src] = v
 	}
 	modes := []mode{{name: "evalsha-1", k: 1, cmd: "EVALSHA", fn: shas[single]}}
+	if extend {
+		modes = append(modes, mode{name: "extend-1", k: 1, cmd: "EVALSHA", fn: shas[redisx.ExtendScript], ext: true})
+	}
 	if fcall {
 		if _, err := c.do("FUNCTION", "LOAD", "REPLACE", library); err != nil {
 			return err
@@ -104,7 +111,10 @@ func run(n, rounds, window int, ks string, fcall bool) error {
 			return fmt.Errorf("bad -k %q: want 1..1000", f)
 		}
 		modes = append(modes, mode{name: "evalsha-arr-" + f, k: k, cmd: "EVALSHA", fn: shas[batchArray]})
-		if k <= redisx.MaxReleaseBatch { // a Lua number holds 52 bits exactly
+		if extend && k <= redisx.MaxCoalesce {
+			modes = append(modes, mode{name: "extend-mask-" + f, k: k, cmd: "EVALSHA", fn: shas[redisx.ExtendBatchScript], mask: true, ext: true})
+		}
+		if k <= redisx.MaxCoalesce { // a Lua number holds 52 bits exactly
 			modes = append(modes,
 				mode{name: "evalsha-mask-" + f, k: k, cmd: "EVALSHA", fn: shas[batchMask], mask: true},
 				mode{name: "mask-call-" + f, k: k, cmd: "EVALSHA", fn: shas[batchCall], mask: true})
@@ -163,11 +173,12 @@ func (c *client) round(pid int, m mode, n, window int) (us, tick float64, err er
 			for x := j; x < j+m.k; x++ {
 				args = append(args, key(x))
 			}
-			if m.k == 1 {
+			for range m.k {
 				args = append(args, val)
-			} else {
+			}
+			if m.ext {
 				for range m.k {
-					args = append(args, val)
+					args = append(args, "600000")
 				}
 			}
 			c.cmd(args...)
@@ -184,7 +195,14 @@ func (c *client) round(pid int, m mode, n, window int) (us, tick float64, err er
 	if err != nil {
 		return 0, 0, err
 	}
-	if v, err := c.do("DBSIZE"); err != nil || v != "0" {
+	if m.ext {
+		if v, err := c.do("DBSIZE"); err != nil || v != strconv.Itoa(n) {
+			return 0, 0, fmt.Errorf("DBSIZE after the extends: %q %v", v, err)
+		}
+		if _, err := c.do("FLUSHALL"); err != nil {
+			return 0, 0, err
+		}
+	} else if v, err := c.do("DBSIZE"); err != nil || v != "0" {
 		return 0, 0, fmt.Errorf("DBSIZE after the releases: %q %v", v, err)
 	}
 	return (cpu1 - cpu0) / float64(n), (t1 - t0) / float64(n), nil

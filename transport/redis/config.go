@@ -71,13 +71,13 @@ type Config struct {
 	// on its nodes; a single server keeps the names it always had.
 	ClusterFenceKeys bool
 
-	// ReleaseBatch is the most plain single-key Releases of one batch sent
-	// as one script (ReleaseBatchScript), which costs the master about a
-	// third less CPU per release than a script per key. 0 means
-	// DefaultReleaseBatch; 1 sends each release alone (for a proxy that
-	// cannot run a script over keys it shards apart); at most
-	// MaxReleaseBatch. Cluster nodes never coalesce.
-	ReleaseBatch int
+	// Coalesce is the most plain single-key Releases (or Extends) of one
+	// batch sent as one script (ReleaseBatchScript, ExtendBatchScript),
+	// which costs the master about a third less CPU per op than a script
+	// per key. 0 means DefaultCoalesce; 1 sends each op alone (for a proxy
+	// that cannot run a script over keys it shards apart); at most
+	// MaxCoalesce. Cluster nodes never coalesce.
+	Coalesce int
 }
 
 // ParseAddr validates an address (see Config.Addr) and returns a Config with
@@ -247,10 +247,10 @@ func (cfg Config) resolve() (resolved, error) {
 		}
 	}
 	switch {
-	case r.ReleaseBatch < 0 || r.ReleaseBatch > MaxReleaseBatch:
-		return resolved{}, fmt.Errorf("%w: redis %s: ReleaseBatch %d is outside 0..%d", ErrBadAddress, r.hostport, r.ReleaseBatch, MaxReleaseBatch)
-	case r.ReleaseBatch == 0:
-		r.ReleaseBatch = DefaultReleaseBatch
+	case r.Coalesce < 0 || r.Coalesce > MaxCoalesce:
+		return resolved{}, fmt.Errorf("%w: redis %s: Coalesce %d is outside 0..%d", ErrBadAddress, r.hostport, r.Coalesce, MaxCoalesce)
+	case r.Coalesce == 0:
+		r.Coalesce = DefaultCoalesce
 	}
 	if r.ReconnectMax < r.ReconnectInitial {
 		r.ReconnectMax = r.ReconnectInitial

@@ -76,7 +76,7 @@ func (t *Transport) do(ctx context.Context, ops []transport.Op, results []transp
 
 	b := getBatch(n)
 	b.asking, b.clusterFence = asking, t.cfg.ClusterFenceKeys
-	b.addAll(ops, results, t.cfg.ReleaseBatch)
+	b.addAll(ops, results, t.cfg.Coalesce)
 	if err := t.send(ctx, cs, b.buf, b, b.done); err != nil {
 		// b is not put back: the reader may still read a late reply into it.
 		return failValid(results, t.callErr(ctx, err))
@@ -138,9 +138,10 @@ func (t *Transport) resendScripts(ctx context.Context, cs *connState, b *batch, 
 	}
 	for j := range b.replies {
 		if b.index[j] == groupIndex && b.replies[j].err != nil {
-			// Its releases are resent one by one (ReleaseScript, in
-			// need already), but later batches will want it.
-			need |= 1 << scriptReleaseBatch
+			// Its ops are resent one by one (with the single-key
+			// scripts, in need already), but later batches will want
+			// the group's script.
+			need |= 1 << groupScript(ops[b.groupOps(j)[0]].Kind)
 		}
 	}
 	b.retry = t.keepOrder(b, ops, results)
@@ -279,12 +280,11 @@ type batch struct {
 	retry   []int
 	done    chan error
 
-	// members lists the ops of each group of coalesced releases (a reply
-	// with index groupIndex answers members[g0:g0+gn]); group and bloom
-	// are the open group while addAll encodes.
+	// members lists the ops of each group of coalesced ops (a reply
+	// with index groupIndex answers members[g0:g0+gn]); groups are the
+	// open groups of Releases and of Extends while addAll encodes.
 	members []int
-	group   []int
-	bloom   [4]uint64
+	groups  [2]opGroup
 
 	// asking precedes each op with ASKING (DoAsking); clusterFence names
 	// the fencing counters with ClusterFenceKey (Config.ClusterFenceKeys).

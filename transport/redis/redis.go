@@ -118,6 +118,7 @@ const (
 	scriptExtendShared
 	scriptAcquireExclusive
 	scriptReleaseBatch
+	scriptExtendBatch
 	numScripts
 )
 
@@ -135,6 +136,7 @@ var scripts = [numScripts]struct{ src, sha string }{
 	scriptExtendShared:     {ExtendSharedScript, sha1Hex(ExtendSharedScript)},
 	scriptAcquireExclusive: {AcquireExclusiveScript, sha1Hex(AcquireExclusiveScript)},
 	scriptReleaseBatch:     {ReleaseBatchScript, sha1Hex(ReleaseBatchScript)},
+	scriptExtendBatch:      {ExtendBatchScript, sha1Hex(ExtendBatchScript)},
 }
 
 // scriptOf returns the script a valid op runs as, or false for a plain SET

@@ -21,32 +21,79 @@ import (
 // relscript; BENCHMARKS.md, "Batched release script").
 const ReleaseBatchScript = `local m, b = 0, 1 for i = 1, #KEYS do if redis.pcall("get",KEYS[i]) == ARGV[i] then redis.call("del",KEYS[i]) m = m + b end b = b * 2 end return m`
 
-// MaxReleaseBatch is the most keys one ReleaseBatchScript may release: the
-// bits of its reply. DefaultReleaseBatch, the default of
-// Config.ReleaseBatch, is a little below, which also bounds how long one
-// script holds a master (about 50 µs).
+// ExtendBatchScript is ExtendScript over several keys: it sets PX
+// ARGV[n+i] on KEYS[i] if it holds ARGV[i] (n keys, each with its own value
+// and ttl), and returns the bitmask of the keys it extended, as
+// ReleaseBatchScript does. Auto-extension sends many Extends per batch.
+const ExtendBatchScript = `local m, b, n = 0, 1, #KEYS for i = 1, n do if redis.pcall("get",KEYS[i]) == ARGV[i] then redis.call("pexpire",KEYS[i],ARGV[n+i]) m = m + b end b = b * 2 end return m`
+
+// MaxCoalesce is the most keys one ReleaseBatchScript or ExtendBatchScript
+// may take: the bits of its reply. DefaultCoalesce, the default of
+// Config.Coalesce, is a little below, which also bounds how long one script
+// holds a master (about 50 µs).
 const (
-	MaxReleaseBatch     = 52
-	DefaultReleaseBatch = 48
+	MaxCoalesce     = 52
+	DefaultCoalesce = 48
 )
 
 // groupIndex marks, in batch.index, a reply that answers a group of
-// coalesced releases (batch.members) rather than one op.
+// coalesced releases or extends (batch.members) rather than one op.
 const groupIndex = -2
+
+// coalescable reports whether op may join a group: a plain single-key
+// Release or Extend.
+func coalescable(op *transport.Op) bool {
+	return (op.Kind == transport.Release || op.Kind == transport.Extend) && len(op.Keys) <= 1
+}
+
+// opGroup is an open group of Releases or of Extends while addAll encodes:
+// the ops (indexes into the batch's ops) and a Bloom filter of their keys.
+type opGroup struct {
+	idx   []int
+	bloom [4]uint64
+}
+
+// has reports whether the group holds an op of key (of hash h).
+func (g *opGroup) has(ops []transport.Op, key string, h uint64) bool {
+	if g.bloom[h>>6&3]&(1<<(h&63)) == 0 {
+		return false
+	}
+	for _, i := range g.idx {
+		if ops[i].Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *opGroup) add(i int, h uint64) {
+	g.idx = append(g.idx, i)
+	g.bloom[h>>6&3] |= 1 << (h & 63)
+}
+
+// groupOf is the group (batch.groups) an op of a coalescable kind joins.
+func groupOf(k transport.OpKind) int {
+	if k == transport.Extend {
+		return 1
+	}
+	return 0
+}
 
 // addAll appends the ops that passed Check (results[i].Err == nil), in
 // order, coalescing plain single-key Releases into ReleaseBatchScript
-// calls of at most maxK keys.
+// calls, and Extends into ExtendBatchScript calls, of at most maxK keys.
+// One group of each kind may be open at a time.
 //
 // Ops of a batch apply in slice order (the transport contract), and a group
-// runs where it is closed, so its releases move past the ops between them
-// and the close. That is invisible to every op of another key: Redis runs
-// each command (and each script) alone, and a release, a SET NX or a
+// runs where it is closed, so its ops move past the ops between them and
+// the close. That is invisible to every op of another key: Redis runs each
+// command (and each script) alone, and a release, a SET NX or a
 // compare-then-PEXPIRE reads and writes only its own key. So a group is
-// closed (sent) before any op that touches one of its keys, before a
-// second release of a key it holds, and before any op this does not reason
-// about (fenced, multi-key, read-write ops): per key, the master sees the
-// ops in slice order. A group of one is sent as the plain release.
+// closed (sent) before any op that touches one of its keys (a second op of
+// a key it holds included, and so the two open groups never share a key),
+// and before any op this does not reason about (fenced, multi-key,
+// read-write ops): per key, the master sees the ops in slice order. A group
+// of one is sent as the plain command.
 //
 // No coalescing on a Redis Cluster node (clusterFence) or under ASKING: a
 // script's keys must share a slot there (CROSSSLOT otherwise), and the
@@ -60,61 +107,49 @@ func (b *batch) addAll(ops []transport.Op, results []transport.Result, maxK int)
 		}
 		return
 	}
-	b.group = b.group[:0]
-	b.bloom = [4]uint64{}
 	for i := range ops {
 		if results[i].Err != nil {
 			continue
 		}
 		op := &ops[i]
-		if op.Kind == transport.Release && len(op.Keys) <= 1 {
+		open := len(b.groups[0].idx)+len(b.groups[1].idx) > 0
+		switch {
+		case coalescable(op):
 			h := maphash.String(groupSeed, op.Key)
-			if b.inGroup(ops, op.Key, h) {
-				b.closeGroup(ops)
+			for x := range b.groups {
+				if b.groups[x].has(ops, op.Key, h) {
+					b.closeGroup(ops, x)
+				}
 			}
-			b.group = append(b.group, i)
-			b.bloom[h>>6&3] |= 1 << (h & 63)
-			if len(b.group) == maxK {
-				b.closeGroup(ops)
+			x := groupOf(op.Kind)
+			b.groups[x].add(i, h)
+			if len(b.groups[x].idx) == maxK {
+				b.closeGroup(ops, x)
 			}
 			continue
-		}
-		if len(b.group) > 0 && b.conflicts(ops, op) {
-			b.closeGroup(ops)
+		case !open:
+		case op.Kind == transport.Acquire && len(op.Keys) <= 1:
+			h := maphash.String(groupSeed, op.Key)
+			for x := range b.groups {
+				if b.groups[x].has(ops, op.Key, h) {
+					b.closeGroup(ops, x)
+				}
+			}
+		default:
+			b.closeGroup(ops, 0)
+			b.closeGroup(ops, 1)
 		}
 		b.add(op, i)
 	}
-	b.closeGroup(ops)
+	b.closeGroup(ops, 0)
+	b.closeGroup(ops, 1)
 }
 
 var groupSeed = maphash.MakeSeed()
 
-// conflicts reports whether op may touch a key of the open group: it does
-// if it is a single-key Acquire or Extend of one of them, and is taken to
-// for any op of another kind.
-func (b *batch) conflicts(ops []transport.Op, op *transport.Op) bool {
-	if (op.Kind != transport.Acquire && op.Kind != transport.Extend) || len(op.Keys) > 1 {
-		return true
-	}
-	return b.inGroup(ops, op.Key, maphash.String(groupSeed, op.Key))
-}
-
-// inGroup reports whether the open group releases key (of hash h).
-func (b *batch) inGroup(ops []transport.Op, key string, h uint64) bool {
-	if b.bloom[h>>6&3]&(1<<(h&63)) == 0 {
-		return false
-	}
-	for _, i := range b.group {
-		if ops[i].Key == key {
-			return true
-		}
-	}
-	return false
-}
-
-// closeGroup appends the open group's releases as one command.
-func (b *batch) closeGroup(ops []transport.Op) {
-	g := b.group
+// closeGroup appends open group x as one command.
+func (b *batch) closeGroup(ops []transport.Op, x int) {
+	g := b.groups[x].idx
 	switch len(g) {
 	case 0:
 		return
@@ -124,16 +159,32 @@ func (b *batch) closeGroup(ops []transport.Op) {
 		b.replies = append(b.replies, reply{form: formMask, g0: int32(len(b.members)), gn: int32(len(g))})
 		b.index = append(b.index, groupIndex)
 		b.members = append(b.members, g...)
-		b.buf = appendEvalSHA(b.buf, scriptReleaseBatch, len(g), len(g))
+		id, argv := groupScript(ops[g[0]].Kind), len(g)
+		if id == scriptExtendBatch {
+			argv *= 2 // values, then ttls
+		}
+		b.buf = appendEvalSHA(b.buf, id, len(g), argv)
 		for _, i := range g {
 			b.buf = appendBulk(b.buf, ops[i].Key)
 		}
 		for _, i := range g {
 			b.buf = appendBulk(b.buf, ops[i].Value)
 		}
+		if id == scriptExtendBatch {
+			for _, i := range g {
+				b.buf = b.appendTTL(&ops[i])
+			}
+		}
 	}
-	b.group = b.group[:0]
-	b.bloom = [4]uint64{}
+	b.groups[x] = opGroup{idx: g[:0]}
+}
+
+// groupScript is the script of a group of ops of kind k.
+func groupScript(k transport.OpKind) scriptID {
+	if k == transport.Extend {
+		return scriptExtendBatch
+	}
+	return scriptReleaseBatch
 }
 
 // groupOps returns the ops (indexes into the batch's ops) that reply j
@@ -146,11 +197,11 @@ func (b *batch) groupOps(j int) []int {
 	return b.index[j : j+1]
 }
 
-// memberResult is the result of the x-th release of group reply r, as the
-// plain release would have answered it: deleted (OK) or not held, or, if
-// the script failed, its error for every release of the group (a script
-// that failed part way may have deleted some keys, and a release's Err
-// means just that: no definite answer).
+// memberResult is the result of the x-th op of group reply r, as the plain
+// script would have answered it: deleted or extended (OK), or not held;
+// or, if the script failed, its error for every op of the group (a script
+// that failed part way may have applied some, and an op's Err means just
+// that: no definite answer).
 func (t *Transport) memberResult(op *transport.Op, r *reply, x int) transport.Result {
 	if r.err != nil {
 		// Not t.result: its WRONGTYPE-is-"not held" holds for one key's

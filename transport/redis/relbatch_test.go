@@ -67,10 +67,28 @@ func TestCoalesceEncoding(t *testing.T) {
 			ops:  []transport.Op{rel("a", "1"), acq("x", "v", sec), rel("b", "2"), ext("y", "v", sec), rel("c", "3")},
 			cmds: [][]string{
 				{"SET", "x", "v", "NX", "PX", "1000"},
-				{"EVALSHA", extendSHA, "1", "y", "v", "1000"},
 				relBatch("a", "1", "b", "2", "c", "3"),
+				{"EVALSHA", extendSHA, "1", "y", "v", "1000"},
 			},
-			answers: [][]int{{1}, {3}, {0, 2, 4}},
+			answers: [][]int{{1}, {0, 2, 4}, {3}},
+		},
+		{
+			name: "extends: a group of each kind, closed by an op of one of its keys",
+			maxK: 48,
+			ops: []transport.Op{
+				ext("a", "1", sec), ext("b", "2", 2*sec), rel("c", "3"),
+				ext("c", "3", 3*sec), // closes the release group: c is in it
+				acq("a", "1", sec),   // closes the extend group: a is in it
+				rel("d", "4"), ext("e", "5", sec),
+			},
+			cmds: [][]string{
+				{"EVALSHA", releaseSHA, "1", "c", "3"},
+				{"EVALSHA", scripts[scriptExtendBatch].sha, "3", "a", "b", "c", "1", "2", "3", "1000", "2000", "3000"},
+				{"SET", "a", "1", "NX", "PX", "1000"},
+				{"EVALSHA", releaseSHA, "1", "d", "4"},
+				{"EVALSHA", extendSHA, "1", "e", "5", "1000"},
+			},
+			answers: [][]int{{2}, {0, 1, 3}, {4}, {5}, {6}},
 		},
 		{
 			name: "an acquire of a group's key closes it first",
@@ -167,28 +185,28 @@ func TestCoalesceOffOnCluster(t *testing.T) {
 	for _, name := range []string{"cluster", "asking"} {
 		b := getBatch(2)
 		b.clusterFence, b.asking = name == "cluster", name == "asking"
-		b.addAll(ops, make([]transport.Result, 2), DefaultReleaseBatch)
+		b.addAll(ops, make([]transport.Result, 2), DefaultCoalesce)
 		if bytes.Contains(b.buf, []byte(scripts[scriptReleaseBatch].sha)) {
 			t.Errorf("%s: releases coalesced: %q", name, b.buf)
 		}
 	}
 }
 
-// TestCoalescedReleasesAnswerAsAlone: one batch of releases of every case
-// (held, held by another value, missing, a key of another type, a second
-// release of a key, releases between acquires and extends of other keys)
-// answers, and leaves the master, exactly as the same batch sent one
-// release per script (ReleaseBatch 1).
+// TestCoalescedReleasesAnswerAsAlone: one batch of releases and extends of
+// every case (held, held by another value, missing, a key of another type,
+// a second op of a key, ops between acquires of other keys) answers, and
+// leaves the master (keys and their ttls), exactly as the same batch sent
+// one op per script (Coalesce 1).
 func TestCoalescedReleasesAnswerAsAlone(t *testing.T) {
 	s := redistest.Start(t, 1)[0]
 	run := func(maxK int) ([]transport.Result, string) {
-		tr := dial(t, Config{Addr: s.Addr, ReleaseBatch: maxK})
+		tr := dial(t, Config{Addr: s.Addr, Coalesce: maxK})
 		s.Do(t, nil, "FLUSHALL")
 		var setup, ops []transport.Op
 		for i := range 60 {
 			k := "k" + strconv.Itoa(i)
 			setup = append(setup, acq(k, "v", time.Minute))
-			switch i % 5 {
+			switch i % 7 {
 			case 0:
 				ops = append(ops, rel(k, "v")) // held
 			case 1:
@@ -199,22 +217,30 @@ func TestCoalescedReleasesAnswerAsAlone(t *testing.T) {
 				ops = append(ops, acq("new"+k, "v", time.Minute), rel(k, "v"), ext(k, "v", time.Minute))
 			case 4:
 				ops = append(ops, rel(k, "v"), rel(k, "v"), ext("k0", "v", time.Minute))
+			case 5:
+				ops = append(ops, ext(k, "v", time.Hour+time.Duration(i)*time.Minute), ext("missing"+k, "v", time.Hour))
+			case 6:
+				ops = append(ops, ext(k, "other", time.Hour), acq("new"+k, "v", time.Minute), ext(k, "v", 2*time.Hour), rel(k, "v"))
 			}
 		}
 		mustDo(t, tr, setup, slices.Repeat([]bool{true}, len(setup))...)
 		s.Do(t, nil, "RPUSH", "list", "x")
-		ops = append(ops, rel("list", "x"), rel("k1", "v"))
+		ops = append(ops, rel("list", "x"), ext("list", "x", time.Hour), rel("k1", "v"))
 		res, err := do(tr, ops...)
 		if err != nil {
-			t.Fatalf("ReleaseBatch %d: %v", maxK, err)
+			t.Fatalf("Coalesce %d: %v", maxK, err)
 		}
 		var keys []string
 		s.Do(t, &keys, "KEYS", "*")
 		slices.Sort(keys)
+		for i, k := range keys {
+			// The ttl in minutes (the two runs are moments apart).
+			keys[i] = fmt.Sprintf("%s:%d", k, (s.PTTL(t, k)+30_000)/60_000)
+		}
 		return res, strings.Join(keys, " ")
 	}
 	alone, keysAlone := run(1)
-	together, keysTogether := run(DefaultReleaseBatch)
+	together, keysTogether := run(DefaultCoalesce)
 	for i := range alone {
 		if alone[i] != together[i] {
 			t.Errorf("op %d: %+v coalesced, %+v alone", i, together[i], alone[i])
@@ -232,11 +258,12 @@ func TestCoalescedReleasesAnswerAsAlone(t *testing.T) {
 }
 
 // TestCoalescedOrder: in one batch, acquire, release and extend of the same
-// key keep slice order around a group of other keys' releases.
+// key keep slice order around groups of other keys' releases and extends.
 func TestCoalescedOrder(t *testing.T) {
 	s := redistest.Start(t, 1)[0]
 	tr := dial(t, Config{Addr: s.Addr})
-	mustDo(t, tr, []transport.Op{acq("k", "v1", time.Minute), acq("o1", "v", time.Minute), acq("o2", "v", time.Minute)}, true, true, true)
+	mustDo(t, tr, []transport.Op{acq("k", "v1", time.Minute), acq("o1", "v", time.Minute), acq("o2", "v", time.Minute),
+		acq("o3", "v", time.Minute), acq("o4", "v", time.Minute)}, true, true, true, true, true)
 	ops := []transport.Op{
 		rel("o1", "v"),              // group
 		rel("k", "v1"),              // group: deletes k
@@ -246,12 +273,16 @@ func TestCoalescedOrder(t *testing.T) {
 		rel("k", "v2"),                // deletes k again
 		acq("k", "v3", time.Minute),   // OK
 		rel("k", "v2"),                // not held: v3 is
+		ext("o3", "v", time.Minute),   // extend group
+		ext("n", "v", time.Minute),    // extend group: n does not exist yet
+		acq("n", "v", time.Minute),    // must run after the extend: OK
+		ext("o4", "v", time.Minute),
 	}
 	res, err := do(tr, ops...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, want := range []bool{true, true, true, true, true, true, true, false} {
+	for i, want := range []bool{true, true, true, true, true, true, true, false, true, false, true, true} {
 		if res[i].Err != nil || res[i].OK != want {
 			t.Errorf("op %d (%s %s %s): %+v, want OK=%v", i, ops[i].Kind, ops[i].Key, ops[i].Value, res[i], want)
 		}
@@ -300,7 +331,7 @@ func TestCoalescedNoScript(t *testing.T) {
 	if _, ok := s.Get(t, "a"); ok {
 		t.Error("a left after its resent release")
 	}
-	if got := scriptsLoaded(t, s); got != "100000000001" {
+	if got := scriptsLoaded(t, s); got != "1000000000010" {
 		t.Errorf("SCRIPT EXISTS after the resend = %s, want the release and batch release scripts", got)
 	}
 }
