@@ -13,7 +13,7 @@ import (
 // deleted. GET goes through pcall so that a key holding another type (a
 // WRONGTYPE error, which ReleaseScript's callers read as "not held") answers
 // 0 for that key instead of aborting the script half way. A Lua number holds
-// 52 bits exactly, hence MaxReleaseBatch.
+// 52 bits exactly, hence MaxCoalesce.
 //
 // The masters' CPU is the limit of the engine at many lockers, and most of
 // it was the release script: one EVALSHA per key costs a master 2.7 µs of
