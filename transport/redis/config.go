@@ -70,6 +70,14 @@ type Config struct {
 	// Cluster slot. The cluster transport (transport/rediscluster) sets it
 	// on its nodes; a single server keeps the names it always had.
 	ClusterFenceKeys bool
+
+	// Coalesce is the most plain single-key Releases (or Extends) of one
+	// batch sent as one script (ReleaseBatchScript, ExtendBatchScript),
+	// which costs the master about a third less CPU per op than a script
+	// per key. 0 means DefaultCoalesce; 1 sends each op alone (for a proxy
+	// that cannot run a script over keys it shards apart); at most
+	// MaxCoalesce. Cluster nodes never coalesce.
+	Coalesce int
 }
 
 // ParseAddr validates an address (see Config.Addr) and returns a Config with
@@ -237,6 +245,12 @@ func (cfg Config) resolve() (resolved, error) {
 		case *d.v == 0:
 			*d.v = d.def
 		}
+	}
+	switch {
+	case r.Coalesce < 0 || r.Coalesce > MaxCoalesce:
+		return resolved{}, fmt.Errorf("%w: redis %s: Coalesce %d is outside 0..%d", ErrBadAddress, r.hostport, r.Coalesce, MaxCoalesce)
+	case r.Coalesce == 0:
+		r.Coalesce = DefaultCoalesce
 	}
 	if r.ReconnectMax < r.ReconnectInitial {
 		r.ReconnectMax = r.ReconnectInitial

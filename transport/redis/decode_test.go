@@ -34,6 +34,15 @@ var decodeCases = []struct {
 	{formToken, ":0\r\n"},
 	{formToken, "$-1\r\n"},
 	{formToken, "_\r\n"},
+	{formMask, ":0\r\n"},
+	{formMask, ":1\r\n"},
+	{formMask, ":5\r\n"},
+	{formMask, ":4503599627370495\r\n"},
+	{formMask, ":123456789012345678\r\n"},
+	{formMask, ":-1\r\n"},
+	{formMask, ":\r\n"},
+	{formMask, "-NOSCRIPT No matching script\r\n"},
+	{formMask, "*2\r\n:1\r\n:0\r\n"},
 	{formNone, "$40\r\n0123456789012345678901234567890123456789\r\n"},
 }
 

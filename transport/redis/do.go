@@ -76,11 +76,7 @@ func (t *Transport) do(ctx context.Context, ops []transport.Op, results []transp
 
 	b := getBatch(n)
 	b.asking, b.clusterFence = asking, t.cfg.ClusterFenceKeys
-	for i := range ops {
-		if results[i].Err == nil {
-			b.add(&ops[i], i)
-		}
-	}
+	b.addAll(ops, results, t.cfg.Coalesce)
 	if err := t.send(ctx, cs, b.buf, b, b.done); err != nil {
 		// b is not put back: the reader may still read a late reply into it.
 		return failValid(results, t.callErr(ctx, err))
@@ -89,6 +85,20 @@ func (t *Transport) do(ctx context.Context, ops []transport.Op, results []transp
 	for j := range b.replies {
 		i := b.index[j]
 		r := &b.replies[j]
+		if i == groupIndex {
+			m := b.groupOps(j)
+			if r.err != nil && isNoScript(r.err) {
+				b.retry = append(b.retry, m...)
+				continue
+			}
+			if r.err == nil && r.n>>len(m) != 0 {
+				r.err = errUnexpectedReply // bits for keys it was not sent
+			}
+			for x, i := range m {
+				results[i] = t.memberResult(&ops[i], r, x)
+			}
+			continue
+		}
 		if i < 0 {
 			continue // ASKING's +OK
 		}
@@ -126,6 +136,14 @@ func (t *Transport) resendScripts(ctx context.Context, cs *connState, b *batch, 
 			need |= 1 << id
 		}
 	}
+	for j := range b.replies {
+		if b.index[j] == groupIndex && b.replies[j].err != nil {
+			// Its ops are resent one by one (with the single-key
+			// scripts, in need already), but later batches will want
+			// the group's script.
+			need |= 1 << groupScript(ops[b.groupOps(j)[0]].Kind)
+		}
+	}
 	b.retry = t.keepOrder(b, ops, results)
 	b.reset(len(b.retry) + int(numScripts))
 	for id := range numScripts {
@@ -161,34 +179,40 @@ func (t *Transport) resendScripts(ctx context.Context, cs *connState, b *batch, 
 // errNotResent fails a NOSCRIPT op that cannot be resent in order.
 var errNotResent = errors.New("NOSCRIPT, and not resent: a later op of the batch on the same key had already run, and a resend would have run after it; not applied")
 
-// keepOrder returns the ops of b.retry (in order) that may be resent, and
-// fails the others with errNotResent. It walks the first pass backwards,
-// collecting the keys of the ops that ran (anything but NOSCRIPT counts as
-// run: an error reply may still have been applied). Fencing counters go by
-// their lock's key, so a RaiseFence and an AcquireFenced of one key meet.
+// keepOrder returns the ops of b.retry (in op order) that may be resent,
+// and fails the others with errNotResent. It walks the first pass
+// backwards, in the order the master ran it, collecting the keys of the ops
+// that ran (anything but NOSCRIPT counts as run: an error reply may still
+// have been applied). A group of coalesced releases ran where it stands
+// (addAll), all its releases at once. Fencing counters go by their lock's
+// key, so a RaiseFence and an AcquireFenced of one key meet.
 func (t *Transport) keepOrder(b *batch, ops []transport.Op, results []transport.Result) []int {
 	ran := make(map[string]struct{})
 	keep := make([]int, 0, len(b.retry))
-	retry := b.retry
 	for j := len(b.replies) - 1; j >= 0; j-- {
-		i := b.index[j]
-		if i < 0 {
-			continue // ASKING
+		if i := b.index[j]; i < 0 && i != groupIndex {
+			continue // ASKING, SCRIPT LOAD
 		}
-		if len(retry) > 0 && retry[len(retry)-1] == i {
-			retry = retry[:len(retry)-1]
-			if touches(&ops[i], ran) {
-				results[i] = t.result(&ops[i], &reply{err: errNotResent})
-				continue
+		r := &b.replies[j]
+		if r.err != nil && isNoScript(r.err) {
+			for _, i := range b.groupOps(j) {
+				if touches(&ops[i], ran) {
+					results[i] = t.result(&ops[i], &reply{err: errNotResent})
+					continue
+				}
+				keep = append(keep, i)
 			}
-			keep = append(keep, i)
 			continue
 		}
-		for _, k := range opKeys(&ops[i]) {
-			ran[k] = struct{}{}
+		for _, i := range b.groupOps(j) {
+			for _, k := range opKeys(&ops[i]) {
+				ran[k] = struct{}{}
+			}
 		}
 	}
-	slices.Reverse(keep)
+	// Per key, the first pass ran in op order (addAll), so op order is the
+	// order to resend in.
+	slices.Sort(keep)
 	return keep
 }
 
@@ -256,6 +280,12 @@ type batch struct {
 	retry   []int
 	done    chan error
 
+	// members lists the ops of each group of coalesced ops (a reply
+	// with index groupIndex answers members[g0:g0+gn]); groups are the
+	// open groups of Releases and of Extends while addAll encodes.
+	members []int
+	groups  [2]opGroup
+
 	// asking precedes each op with ASKING (DoAsking); clusterFence names
 	// the fencing counters with ClusterFenceKey (Config.ClusterFenceKeys).
 	asking       bool
@@ -300,6 +330,7 @@ func (b *batch) reset(n int) {
 	}
 	b.replies = b.replies[:0]
 	b.index = b.index[:0]
+	b.members = b.members[:0]
 	b.buf = b.buf[:0]
 }
 
@@ -485,6 +516,7 @@ const (
 	formSet                    // SET NX: +OK, or null when the key exists
 	formFlag                   // a script's integer: 1 is OK, 0 is not
 	formToken                  // AcquireFencedScript: the count, or null when the key was held
+	formMask                   // ReleaseBatchScript: a bit per key, 1 if deleted
 )
 
 // reply receives one command's reply. It is a resp.Unmarshaler so that a
@@ -496,6 +528,8 @@ type reply struct {
 	ok   bool
 	err  error
 	n    int64
+	// g0, gn: the ops of a group reply (formMask), batch.members[g0:g0+gn].
+	g0, gn int32
 }
 
 var (
@@ -586,7 +620,7 @@ func (r *reply) unmarshal(br resp.BufferedReader, o *resp.Opts) error {
 			return discardUnexpected(br, o)
 		}
 		return resp3.Unmarshal(br, nil, o)
-	case formFlag:
+	case formFlag, formMask:
 		b, err := br.Peek(1)
 		if err != nil {
 			return err
@@ -598,6 +632,9 @@ func (r *reply) unmarshal(br resp.BufferedReader, o *resp.Opts) error {
 		// escape and cost an allocation per op.
 		if err := resp3.Unmarshal(br, &r.n, o); err != nil {
 			return err
+		}
+		if r.form == formMask && r.n < 0 {
+			return resp.ErrConnUsable{Err: errUnexpectedReply}
 		}
 		r.ok = r.n == 1
 		return nil

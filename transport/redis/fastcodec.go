@@ -63,6 +63,24 @@ func (r *reply) fastBytes(p []byte) int {
 		r.n = int64(p[1] - '0')
 		r.ok, r.err = r.n == 1, nil
 		return 4
+	case formMask:
+		// :<bits>\r\n, at most 16 digits (below 2^53).
+		if p[0] != ':' {
+			return 0
+		}
+		var n int64
+		for k := 1; k < len(p) && k <= 17; k++ {
+			c := p[k]
+			switch {
+			case c >= '0' && c <= '9':
+				n = n*10 + int64(c-'0')
+			case c == '\r' && k > 1 && k+1 < len(p) && p[k+1] == '\n':
+				r.n, r.ok, r.err = n, n == 1, nil
+				return k + 2
+			default:
+				return 0
+			}
+		}
 	}
 	return 0
 }

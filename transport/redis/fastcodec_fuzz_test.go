@@ -36,6 +36,8 @@ var fuzzReplies = []string{
 	"%1\r\n+k\r\n:1\r\n", "~2\r\n:1\r\n:0\r\n", ">2\r\n+pubsub\r\n:1\r\n",
 	",1.5\r\n", ",inf\r\n", "#t\r\n", "#f\r\n", "(3492890328409238509324850943850943825024385\r\n",
 	"|1\r\n+ttl\r\n:3\r\n+OK\r\n",
+	// A group script's bitmask (formMask), and numbers it must refuse.
+	":4503599627370495\r\n", ":123456789012345678\r\n", ":\r\n", ":1a\r\n", ":7\r",
 }
 
 // chunkReader hands out its bytes in reads of the given lengths (then the
@@ -94,7 +96,7 @@ func FuzzDecodeBuffered(f *testing.F) {
 		var wire strings.Builder
 		var forms []replyForm
 		for i := 0; i+1 < len(script); i += 2 {
-			forms = append(forms, replyForm(script[i]%4))
+			forms = append(forms, replyForm(script[i]%5))
 			wire.WriteString(fuzzReplies[int(script[i+1])%len(fuzzReplies)])
 		}
 		if len(forms) == 0 {

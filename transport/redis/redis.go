@@ -117,6 +117,8 @@ const (
 	scriptReleaseShared
 	scriptExtendShared
 	scriptAcquireExclusive
+	scriptReleaseBatch
+	scriptExtendBatch
 	numScripts
 )
 
@@ -133,6 +135,8 @@ var scripts = [numScripts]struct{ src, sha string }{
 	scriptReleaseShared:    {ReleaseSharedScript, sha1Hex(ReleaseSharedScript)},
 	scriptExtendShared:     {ExtendSharedScript, sha1Hex(ExtendSharedScript)},
 	scriptAcquireExclusive: {AcquireExclusiveScript, sha1Hex(AcquireExclusiveScript)},
+	scriptReleaseBatch:     {ReleaseBatchScript, sha1Hex(ReleaseBatchScript)},
+	scriptExtendBatch:      {ExtendBatchScript, sha1Hex(ExtendBatchScript)},
 }
 
 // scriptOf returns the script a valid op runs as, or false for a plain SET

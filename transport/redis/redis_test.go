@@ -368,13 +368,13 @@ func TestNoScriptNewOps(t *testing.T) {
 	}
 	// Every script but ExtendScript was needed (the single-key Release
 	// needs ReleaseScript), and only those were loaded.
-	if got := scriptsLoaded(t, s); got != "10111110000" {
-		t.Errorf("SCRIPT EXISTS after the resend = %s, want 10111110000", got)
+	if got := scriptsLoaded(t, s); got != "1011111000000" {
+		t.Errorf("SCRIPT EXISTS after the resend = %s, want 1011111000000", got)
 	}
 
 	s.Do(t, nil, "SCRIPT", "FLUSH")
 	mustDo(t, tr, []transport.Op{multi(transport.Release, "v", 0, "a", "b")}, true)
-	if got := scriptsLoaded(t, s); got != "00000100000" {
+	if got := scriptsLoaded(t, s); got != "0000010000000" {
 		t.Errorf("SCRIPT EXISTS after resending a multi Release = %s, want only the multi release script", got)
 	}
 }

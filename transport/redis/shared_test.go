@@ -67,7 +67,7 @@ func TestNoScriptShared(t *testing.T) {
 		shared(transport.AcquireExclusive, "w", "w1", time.Minute),
 		shared(transport.ReleaseShared, "w", "w1", 0),
 	}, true, true, true, true)
-	if got := scriptsLoaded(t, s); got != "00000001111" {
+	if got := scriptsLoaded(t, s); got != "0000000111100" {
 		t.Errorf("SCRIPT EXISTS after the resend = %s, want only the four read-write scripts", got)
 	}
 }
