@@ -12,6 +12,7 @@ import (
 
 	"github.com/quorumlock/redlock/internal/redisproc"
 	"github.com/quorumlock/redlock/transport"
+	"github.com/quorumlock/redlock/transport/rediscluster"
 )
 
 // plantKey sets key on addr with a PX of ttl (0: no expiry).
@@ -117,5 +118,65 @@ func TestKeysLeftScan(t *testing.T) {
 	}
 	if b.master != 1 || b.key != "torture:2" || b.pttl != -1 || !strings.Contains(b.String(), "no expiry") {
 		t.Errorf("second key %+v (%s)", b, b)
+	}
+}
+
+// TestKeysLeftScanHalfMovedSlot: a reshard that failed half way (the
+// torture's MigrateSlot cut by a fault) leaves the slot MIGRATING on its
+// owner and IMPORTING on the target, with the keys moved so far on the
+// target. The target answers MOVED to a plain read of such a key, though
+// clients still reach it (ASK). The scan must read it, not give up the
+// whole key check (it did: "PTTL torture:12 on master 5: MOVED 12310").
+func TestKeysLeftScanHalfMovedSlot(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nodes, err := redisproc.StartCluster(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer redisproc.StopAll(nodes)
+	const key = "torture:12"
+	slot := rediscluster.Slot(key)
+	src, err := redisproc.SlotOwner(ctx, nodes, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := 1 - src
+	plantKey(t, nodes[src].Addr, key, "held", time.Minute)
+	srcID, err := redisproc.NodeID(ctx, nodes[src])
+	if err != nil {
+		t.Fatal(err)
+	}
+	dstID, err := redisproc.NodeID(ctx, nodes[dst])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl := strconv.Itoa(slot)
+	for _, c := range []struct {
+		addr string
+		args []string
+	}{
+		{nodes[dst].Addr, []string{"CLUSTER", "SETSLOT", sl, "IMPORTING", srcID}},
+		{nodes[src].Addr, []string{"CLUSTER", "SETSLOT", sl, "MIGRATING", dstID}},
+		{nodes[src].Addr, []string{"MIGRATE", "127.0.0.1", strconv.Itoa(nodes[dst].Port), "", "0", "5000", "KEYS", key}},
+	} {
+		if err := redisproc.Cmd(ctx, c.addr, nil, c.args[0], c.args[1:]...); err != nil {
+			t.Fatalf("%v on %s: %v", c.args, c.addr, err)
+		}
+	}
+	// The state the check met: a plain read on the target is redirected.
+	var ms int64
+	if err := redisproc.Cmd(ctx, nodes[dst].Addr, &ms, "PTTL", key); err == nil || !strings.Contains(err.Error(), "MOVED") {
+		t.Fatalf("PTTL on the importing node: %d, %v: want MOVED (the test does not set up what it means to)", ms, err)
+	}
+	left, _, err := scanServer(ctx, scanTarget{master: 4, shard: dst, addr: nodes[dst].Addr})
+	if err != nil {
+		t.Fatalf("scan of the importing node: %v", err)
+	}
+	if len(left) != 1 || left[0].key != key || left[0].val != `"held"` || left[0].pttl <= 0 || left[0].pttl > time.Minute {
+		t.Fatalf("scan of the importing node: %+v: want %s with its value and PTTL", left, key)
+	}
+	if left, _, err := scanServer(ctx, scanTarget{master: 4, shard: src, addr: nodes[src].Addr}); err != nil || len(left) != 0 {
+		t.Fatalf("scan of the migrating node: %+v, %v: want nothing (the key moved)", left, err)
 	}
 }
