@@ -2,10 +2,11 @@
 // released lock key under different ways of sending the release (issue 13,
 // branch rel19): the standard compare-and-delete script as one EVALSHA per
 // key, or one EVALSHA (or FCALL) comparing and deleting K keys, each with
-// its own value. evalsha-mask is the transport's ReleaseBatchScript
-// (bitmask reply, GET through pcall), mask-call the same with call. With
-// -extend it also measures ExtendScript per key (extend-1) against
-// ExtendBatchScript (extend-mask-K).
+// its own value. mget-mask is the transport's ReleaseBatchScript (one MGET,
+// one DEL, bitmask reply); evalsha-mask is rel19's (a GET per key through
+// pcall), mask-call the same with call. With -extend it also measures
+// ExtendScript per key (extend-1) against ExtendBatchScript (extend-mget-K)
+// and rel19's GET per key (extend-mask-K).
 //
 // It starts one redis-server of its own (internal/redisproc), and for each
 // mode and round: SETs N keys (not counted), reads the server's CPU, sends
@@ -37,9 +38,17 @@ import (
 )
 
 const (
-	// single and batchMask are the transport's own scripts.
-	single    = redisx.ReleaseScript
-	batchMask = redisx.ReleaseBatchScript
+	// single is the transport's release script for one key.
+	single = redisx.ReleaseScript
+	// mgetMask and extendMget are the transport's ReleaseBatchScript and
+	// ExtendBatchScript: one MGET for the K keys, then one DEL (or a
+	// PEXPIRE per match), a bitmask reply (branch mget20).
+	mgetMask   = redisx.ReleaseBatchScript
+	extendMget = redisx.ExtendBatchScript
+	// batchMask and extendMask are what rel19 shipped: a GET per key
+	// through pcall, then DEL (or PEXPIRE), a bitmask reply.
+	batchMask  = `local m, b = 0, 1 for i = 1, #KEYS do if redis.pcall("get",KEYS[i]) == ARGV[i] then redis.call("del",KEYS[i]) m = m + b end b = b * 2 end return m`
+	extendMask = `local m, b, n = 0, 1, #KEYS for i = 1, n do if redis.pcall("get",KEYS[i]) == ARGV[i] then redis.call("pexpire",KEYS[i],ARGV[n+i]) m = m + b end b = b * 2 end return m`
 	// batchArray: the reply is an array of 1 (deleted) or 0 per key.
 	batchArray = `local r = {} for i = 1, #KEYS do if redis.call("get",KEYS[i]) == ARGV[i] then r[i] = redis.call("del",KEYS[i]) else r[i] = 0 end end return r`
 	// batchCall is batchMask with call instead of pcall for GET, to show
@@ -89,7 +98,7 @@ func run(n, rounds, window int, ks string, fcall, extend bool) error {
 	c := &client{w: bufio.NewWriterSize(conn, 1<<16), r: bufio.NewReaderSize(conn, 1<<16)}
 
 	shas := map[string]string{}
-	for _, src := range []string{single, batchArray, batchMask, batchCall, redisx.ExtendScript, redisx.ExtendBatchScript} {
+	for _, src := range []string{single, batchArray, batchMask, batchCall, mgetMask, extendMask, extendMget, redisx.ExtendScript} {
 		v, err := c.do("SCRIPT", "LOAD", src)
 		if err != nil {
 			return err
@@ -112,12 +121,15 @@ func run(n, rounds, window int, ks string, fcall, extend bool) error {
 		}
 		modes = append(modes, mode{name: "evalsha-arr-" + f, k: k, cmd: "EVALSHA", fn: shas[batchArray]})
 		if extend && k <= redisx.MaxCoalesce {
-			modes = append(modes, mode{name: "extend-mask-" + f, k: k, cmd: "EVALSHA", fn: shas[redisx.ExtendBatchScript], mask: true, ext: true})
+			modes = append(modes,
+				mode{name: "extend-mask-" + f, k: k, cmd: "EVALSHA", fn: shas[extendMask], mask: true, ext: true},
+				mode{name: "extend-mget-" + f, k: k, cmd: "EVALSHA", fn: shas[extendMget], mask: true, ext: true})
 		}
 		if k <= redisx.MaxCoalesce { // a Lua number holds 52 bits exactly
 			modes = append(modes,
 				mode{name: "evalsha-mask-" + f, k: k, cmd: "EVALSHA", fn: shas[batchMask], mask: true},
-				mode{name: "mask-call-" + f, k: k, cmd: "EVALSHA", fn: shas[batchCall], mask: true})
+				mode{name: "mask-call-" + f, k: k, cmd: "EVALSHA", fn: shas[batchCall], mask: true},
+				mode{name: "mget-mask-" + f, k: k, cmd: "EVALSHA", fn: shas[mgetMask], mask: true})
 		}
 		if fcall {
 			modes = append(modes, mode{name: "fcall-arr-" + f, k: k, cmd: "FCALL", fn: "relarr"})

@@ -230,6 +230,24 @@ func TestCoalescedReleasesAnswerAsAlone(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Coalesce %d: %v", maxK, err)
 		}
+		// A key of another type inside a group of others, so that the
+		// batch scripts meet it (above, each of its ops closes the
+		// group the other opened, and so goes alone): a release group
+		// [k1 list missing], an extend group [k8 list missing].
+		more := []transport.Op{rel("k1", "v"), rel("list", "x"), rel("missing", "v"),
+			ext("k8", "v", 3*time.Hour), ext("list", "x", time.Hour), ext("missing", "v", time.Hour)}
+		if maxK > 1 {
+			b := getBatch(len(more))
+			b.addAll(more, make([]transport.Result, len(more)), maxK)
+			if n := bytes.Count(b.buf, []byte(scripts[scriptReleaseBatch].sha)) + bytes.Count(b.buf, []byte(scripts[scriptExtendBatch].sha)); n != 2 {
+				t.Fatalf("%d batch scripts for %v: the test does not set up the groups it means to", n, more)
+			}
+		}
+		res2, err := do(tr, more...)
+		if err != nil {
+			t.Fatalf("Coalesce %d: %v", maxK, err)
+		}
+		res = append(res, res2...)
 		var keys []string
 		s.Do(t, &keys, "KEYS", "*")
 		slices.Sort(keys)
