@@ -748,7 +748,9 @@ type part struct {
 	addr   string
 	asking bool
 	idx    []int
-	// again: the ops met TRYAGAIN on addr and go back there.
+	// again: the ops met TRYAGAIN on addr and go back there (with any op
+	// of their keys redirected behind them, held back in order; see
+	// redirects' place).
 	again bool
 }
 
@@ -758,8 +760,12 @@ type part struct {
 // The resend rule (package transport): an op that met MOVED or ASK was not
 // applied, and is sent again to the node named only if no later op of its
 // part that may have run (any reply but a redirect) touches one of its
-// keys; otherwise it fails. Redirected ops of one key go on together, in
-// order, to one node; so slice order per key holds.
+// keys on the server (a write-back touches its fencing counter alone, a
+// fenced acquire its key and counter; see serverKeys); otherwise it fails.
+// Redirected ops of one key go on together, in order, to one node; so
+// slice order per key holds. An op redirected behind an earlier op of its
+// key that goes back after TRYAGAIN follows that op, in order, and is
+// resent where its redirect points once that op stops retrying.
 //
 // TRYAGAIN (a multi-key op, such as a fenced acquire over its key and
 // counter, on a slot being migrated with its keys split between source and
