@@ -683,6 +683,24 @@ func opKeys(op *transport.Op) []string {
 	return []string{op.Key}
 }
 
+// serverKeys are the keys op reads or writes on the server, which the
+// resend rule orders ops by: two ops that share none commute. A fenced
+// acquire is a script over the lock key and its counter, a write-back
+// (RaiseFence) touches the counter alone. Ordering a write-back by its lock
+// key, as if it touched it, failed a release it followed on a slot left
+// half moved (ask21): the release met ASK (its key on the importing node),
+// the write-back ran on the owner (where the counter is), and the release
+// was not resent, so an Unlock left its key there.
+func serverKeys(op *transport.Op) []string {
+	switch op.Kind {
+	case transport.RaiseFence:
+		return []string{FenceKey(op.Key)}
+	case transport.AcquireFenced:
+		return []string{op.Key, FenceKey(op.Key)}
+	}
+	return opKeys(op)
+}
+
 // redirect is a MOVED or ASK reply: the op was not applied, and addr may
 // apply it.
 type redirect struct {
@@ -730,7 +748,9 @@ type part struct {
 	addr   string
 	asking bool
 	idx    []int
-	// again: the ops met TRYAGAIN on addr and go back there.
+	// again: the ops met TRYAGAIN on addr and go back there (with any op
+	// of their keys redirected behind them, held back in order; see
+	// redirects' place).
 	again bool
 }
 
@@ -740,8 +760,12 @@ type part struct {
 // The resend rule (package transport): an op that met MOVED or ASK was not
 // applied, and is sent again to the node named only if no later op of its
 // part that may have run (any reply but a redirect) touches one of its
-// keys; otherwise it fails. Redirected ops of one key go on together, in
-// order, to one node; so slice order per key holds.
+// keys on the server (a write-back touches its fencing counter alone, a
+// fenced acquire its key and counter; see serverKeys); otherwise it fails.
+// Redirected ops of one key go on together, in order, to one node; so
+// slice order per key holds. An op redirected behind an earlier op of its
+// key that goes back after TRYAGAIN follows that op, in order, and is
+// resent where its redirect points once that op stops retrying.
 //
 // TRYAGAIN (a multi-key op, such as a fenced acquire over its key and
 // counter, on a slot being migrated with its keys split between source and
@@ -1003,7 +1027,7 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 		for j := len(p.idx) - 1; j >= 0; j-- {
 			i := p.idx[j]
 			if !resendable(results[i].Err) {
-				for _, k := range opKeys(&ops[i]) {
+				for _, k := range serverKeys(&ops[i]) {
 					ran[k] = true
 				}
 				continue
@@ -1017,7 +1041,7 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 				continue // the redirect stays the op's error
 			}
 			touched := false
-			for _, k := range opKeys(&ops[i]) {
+			for _, k := range serverKeys(&ops[i]) {
 				touched = touched || ran[k]
 			}
 			if touched {
@@ -1030,15 +1054,41 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 		byDest := map[dest]*part{}
 		// place puts op i in the next round's part for d, unless one of
 		// its keys already goes elsewhere (slice order per key would break):
-		// then it is not resent.
-		place := func(i int, d dest) bool {
-			for _, k := range opKeys(&ops[i]) {
-				if prev, ok := keyDest[k]; ok && prev != d {
-					results[i].Err = fmt.Errorf("%s: %w (%w)", t.name, errNotResent, results[i].Err)
-					return false
+		// then it is not resent. It reports where op i went.
+		//
+		// One exception: an earlier op of the same key goes back after
+		// TRYAGAIN (on a slot being moved, a fenced acquire whose key and
+		// counter are split, retried for a short while) and op i met a
+		// redirect. Failing op i lost releases on a slot left half moved
+		// (ask21): [AcquireFenced(k), Release(k)], the release's key on
+		// the importing node. Op i follows the earlier op instead, in
+		// order, to the same node; it meets the same redirect there, and
+		// goes where it points once the earlier op is done retrying.
+		place := func(i int, d dest) (dest, bool) {
+			var follow *dest
+			for _, k := range serverKeys(&ops[i]) {
+				prev, ok := keyDest[k]
+				switch {
+				case !ok || prev == d:
+					continue
+				case prev.again && !d.again && (follow == nil || *follow == prev):
+					follow = &prev
+					continue
 				}
+				results[i].Err = fmt.Errorf("%s: %w (%w)", t.name, errNotResent, results[i].Err)
+				return dest{}, false
 			}
-			for _, k := range opKeys(&ops[i]) {
+			if follow != nil {
+				// Every key of op i that goes anywhere goes there.
+				for _, k := range serverKeys(&ops[i]) {
+					if prev, ok := keyDest[k]; ok && prev != *follow {
+						results[i].Err = fmt.Errorf("%s: %w (%w)", t.name, errNotResent, results[i].Err)
+						return dest{}, false
+					}
+				}
+				d = *follow
+			}
+			for _, k := range serverKeys(&ops[i]) {
 				keyDest[k] = d
 			}
 			np := byDest[d]
@@ -1048,7 +1098,7 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 				next = append(next, np)
 			}
 			np.idx = append(np.idx, i)
-			return true
+			return d, true
 		}
 		for j, i := range p.idx {
 			if !resend[j] {
@@ -1060,7 +1110,6 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 				place(i, dest{p.addr, p.asking, true})
 				continue
 			}
-			redirected = true
 			r, _ := redirectOf(results[i].Err)
 			d := dest{r.addr, r.ask, false}
 			if !r.ask {
@@ -1085,9 +1134,14 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 					continue
 				}
 			}
-			if !place(i, d) {
+			went, ok := place(i, d)
+			if !ok || went.again {
+				// Not resent, or held back behind an op retried after
+				// TRYAGAIN: no redirect followed yet (nor counted
+				// against maxRedirects, as the retries may take rounds).
 				continue
 			}
+			redirected = true
 			// Before the resend: the op leaves p's shard for another.
 			t.handoff(p.addr)
 			if d.ask {
