@@ -42,7 +42,8 @@
 //     transport that retries part of a batch (the Redis transport resends
 //     ops that met NOSCRIPT) must keep it: an op may be retried only if no
 //     later op of the batch that may have run touches one of its keys;
-//     otherwise it fails with an Err. The engine sends one lock call's
+//     otherwise it fails with an Err wrapping ErrNotApplied (the engine
+//     then sends an Unlock's release again later). The engine sends one lock call's
 //     cleanup Release(k, v) and its next Acquire(k, v) in one batch, so a
 //     release retried after the SET would delete a key reported as granted.
 //   - Do may be called concurrently from several goroutines. The engine never
