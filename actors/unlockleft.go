@@ -67,11 +67,12 @@ func unlockGivesUp(call *Call, err error) bool {
 }
 
 // unlockRetries reports whether an Unlock's release that failed with err
-// is sent again in the background: a slow timeout, or a release the
-// client did not send (transport.ErrNotSent, past resendUnsent's
-// maxResends). No master saw the latter, and the master is not known
-// down: the lateness was this process's, and the key is still there
-// (review17: it stayed for its TTL after an Unlock that returned nil).
+// is sent again in the background: a slow timeout, a release the client
+// did not send (transport.ErrNotSent, past resendUnsent's maxResends), or
+// one the master refused unapplied (transport.ErrNotApplied: a NOSCRIPT,
+// MOVED or ASK the transport could not follow within the batch). The last
+// two leave the key there on a master that is up (review17, notapplied23:
+// it stayed for its TTL after an Unlock that returned nil).
 func unlockRetries(err error) bool {
-	return isSlow(err) || errors.Is(err, transport.ErrNotSent)
+	return isSlow(err) || errors.Is(err, transport.ErrNotSent) || errors.Is(err, transport.ErrNotApplied)
 }

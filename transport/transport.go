@@ -42,7 +42,8 @@
 //     transport that retries part of a batch (the Redis transport resends
 //     ops that met NOSCRIPT) must keep it: an op may be retried only if no
 //     later op of the batch that may have run touches one of its keys;
-//     otherwise it fails with an Err. The engine sends one lock call's
+//     otherwise it fails with an Err wrapping ErrNotApplied (the engine
+//     then sends an Unlock's release again later). The engine sends one lock call's
 //     cleanup Release(k, v) and its next Acquire(k, v) in one batch, so a
 //     release retried after the SET would delete a key reported as granted.
 //   - Do may be called concurrently from several goroutines. The engine never
@@ -461,6 +462,14 @@ var (
 	// (it is retried, and shows as latency), not as a master that did not
 	// answer.
 	ErrNotSent = errors.New("not sent: its deadline passed before it could be sent")
+	// ErrNotApplied: the master refused the op without applying it (a
+	// NOSCRIPT, a MOVED or ASK), and the transport could not send it again
+	// within the batch without breaking the batch's order per key (a later
+	// op of the batch that touches its key had already run). The master is
+	// up and the op may be sent again in a later batch: the engine resends
+	// an Unlock's release that failed so, as it does after ErrNotSent,
+	// rather than leave the key to its TTL as for a master that is down.
+	ErrNotApplied = errors.New("refused unapplied, and not resent within the batch")
 )
 
 // Check reports the first reason op is malformed, or nil. Transports use it

@@ -262,7 +262,9 @@ func (t *Transport) opErr(op *transport.Op, err error) transport.Result {
 
 var (
 	// errNotResent fails a NOSCRIPT op that cannot run again in order.
-	errNotResent = errors.New("NOSCRIPT, and not resent: a later op of the batch on the same key had run already; not applied")
+	// It wraps transport.ErrNotApplied, so the engine sends an Unlock's
+	// release that failed so again later.
+	errNotResent = fmt.Errorf("NOSCRIPT, and not resent: a later op of the batch on the same key had run already: %w", transport.ErrNotApplied)
 	// errUnexpected: a reply of a type the op cannot have.
 	errUnexpected = errors.New("unexpected reply")
 	// errBadToken: AcquireFenced set the key but the count came out below

@@ -177,7 +177,7 @@ func (t *Transport) resendScripts(ctx context.Context, cs *connState, b *batch, 
 }
 
 // errNotResent fails a NOSCRIPT op that cannot be resent in order.
-var errNotResent = errors.New("NOSCRIPT, and not resent: a later op of the batch on the same key had already run, and a resend would have run after it; not applied")
+var errNotResent = fmt.Errorf("NOSCRIPT, and not resent: a later op of the batch on the same key had already run, and a resend would have run after it: %w", transport.ErrNotApplied)
 
 // keepOrder returns the ops of b.retry (in op order) that may be resent,
 // and fails the others with errNotResent. It walks the first pass

@@ -997,7 +997,7 @@ func (t *Transport) send(ctx context.Context, parts []*part, ops []transport.Op,
 	return true, errs[0]
 }
 
-var errNotResent = errors.New("redirected (MOVED or ASK), and not resent: a later op of the batch on the same key may have run, and a resend would run after it; not applied")
+var errNotResent = fmt.Errorf("redirected (MOVED or ASK), and not resent: a later op of the batch on the same key may have run, and a resend would run after it: %w", transport.ErrNotApplied)
 
 // redirects applies the resend rule to the parts just sent and returns the
 // parts of the next round, and whether it follows a MOVED or ASK. Ops that
