@@ -232,21 +232,11 @@ func NodeID(ctx context.Context, s *Server) (string, error) {
 // node of all. between, if not nil, runs after each MIGRATE (while the slot
 // is half moved) and may end the move early by returning an error.
 func MigrateSlot(ctx context.Context, all []*Server, src, dst *Server, slot, batch int, between func() error) error {
-	srcID, err := NodeID(ctx, src)
-	if err != nil {
-		return err
-	}
-	dstID, err := NodeID(ctx, dst)
+	dstID, err := BeginMigration(ctx, src, dst, slot)
 	if err != nil {
 		return err
 	}
 	sl := strconv.Itoa(slot)
-	if err := Cmd(ctx, dst.Addr, nil, "CLUSTER", "SETSLOT", sl, "IMPORTING", srcID); err != nil {
-		return fmt.Errorf("redisproc: SETSLOT IMPORTING on %s: %w", dst.Addr, err)
-	}
-	if err := Cmd(ctx, src.Addr, nil, "CLUSTER", "SETSLOT", sl, "MIGRATING", dstID); err != nil {
-		return fmt.Errorf("redisproc: SETSLOT MIGRATING on %s: %w", src.Addr, err)
-	}
 	for {
 		var keys []string
 		if err := Cmd(ctx, src.Addr, &keys, "CLUSTER", "GETKEYSINSLOT", sl, strconv.Itoa(batch)); err != nil {
@@ -276,6 +266,29 @@ func MigrateSlot(ctx context.Context, all []*Server, src, dst *Server, slot, bat
 		}
 	}
 	return nil
+}
+
+// BeginMigration takes the first two steps of moving slot from src to dst
+// (dst IMPORTING, src MIGRATING) and returns dst's node id. Left there, the
+// slot stays half moved, as after a reshard cut by a fault: keys src lacks
+// are answered with ASK, and dst answers MOVED to a plain read of the keys
+// it holds.
+func BeginMigration(ctx context.Context, src, dst *Server, slot int) (dstID string, err error) {
+	srcID, err := NodeID(ctx, src)
+	if err != nil {
+		return "", err
+	}
+	if dstID, err = NodeID(ctx, dst); err != nil {
+		return "", err
+	}
+	sl := strconv.Itoa(slot)
+	if err := Cmd(ctx, dst.Addr, nil, "CLUSTER", "SETSLOT", sl, "IMPORTING", srcID); err != nil {
+		return "", fmt.Errorf("redisproc: SETSLOT IMPORTING on %s: %w", dst.Addr, err)
+	}
+	if err := Cmd(ctx, src.Addr, nil, "CLUSTER", "SETSLOT", sl, "MIGRATING", dstID); err != nil {
+		return "", fmt.Errorf("redisproc: SETSLOT MIGRATING on %s: %w", src.Addr, err)
+	}
+	return dstID, nil
 }
 
 // SlotOwner returns the index in servers of the node that owns slot,

@@ -10,11 +10,13 @@ package redistest
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
+	"github.com/mediocregopher/radix/v4/resp/resp3"
 
 	"github.com/quorumlock/redlock/internal/redisproc"
 )
@@ -134,6 +136,57 @@ func (s *Server) Get(t testing.TB, key string) (string, bool) {
 	mb := radix.Maybe{Rcv: new(string)}
 	s.Do(t, &mb, "GET", key)
 	return *mb.Rcv.(*string), !mb.Null
+}
+
+// GetAsking returns a key's value and whether it is on s, read as a client
+// redirected there by ASK reads it: a node importing the key's slot (a
+// reshard left half moved) answers a plain GET with MOVED, so the GET is
+// sent again after ASKING; the owner of a migrating slot answers ASK for a
+// key it does not have, which is "not here".
+func (s *Server) GetAsking(t testing.TB, key string) (string, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+	defer cancel()
+	c, err := radix.Dial(ctx, "tcp", s.Addr)
+	if err != nil {
+		t.Fatalf("redistest: %s: %v", s.Addr, err)
+	}
+	defer c.Close()
+	var v string
+	mb := radix.Maybe{Rcv: &v}
+	err = c.Do(ctx, radix.Cmd(&mb, "GET", key))
+	var se resp3.SimpleError
+	if errors.As(err, &se) && strings.HasPrefix(se.S, "ASK ") {
+		return "", false
+	}
+	if errors.As(err, &se) && strings.HasPrefix(se.S, "MOVED ") {
+		if err = c.Do(ctx, radix.Cmd(nil, "ASKING")); err == nil {
+			err = c.Do(ctx, radix.Cmd(&mb, "GET", key))
+		}
+	}
+	if err != nil {
+		t.Fatalf("redistest: GET %s on %s: %v", key, s.Addr, err)
+	}
+	return v, !mb.Null
+}
+
+// ErrorCount is how many errors of one kind (its first word, as TRYAGAIN)
+// s has answered since it started (INFO errorstats).
+func (s *Server) ErrorCount(t testing.TB, kind string) int {
+	t.Helper()
+	var info string
+	s.Do(t, &info, "INFO", "errorstats")
+	for line := range strings.Lines(info) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "errorstat_"+kind+":count="); ok {
+			n, _, _ := strings.Cut(rest, ",")
+			c, err := strconv.Atoi(n)
+			if err != nil {
+				t.Fatalf("redistest: INFO errorstats on %s: %q", s.Addr, line)
+			}
+			return c
+		}
+	}
+	return 0
 }
 
 // PTTL is the key's remaining time to live in milliseconds; -2 when the key

@@ -2,14 +2,8 @@ package rediscluster_test
 
 import (
 	"context"
-	"errors"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/mediocregopher/radix/v4"
-	"github.com/mediocregopher/radix/v4/resp/resp3"
 
 	"github.com/quorumlock/redlock/internal/redisproc"
 	"github.com/quorumlock/redlock/internal/redistest"
@@ -36,48 +30,10 @@ func stuckHalfMoved(t *testing.T, c *rediscluster.Transport, nodes []*redistest.
 		t.Fatal(err)
 	}
 	dst := 1 - src
-	srcID, err := redisproc.NodeID(ctx, ps[src])
-	if err != nil {
-		t.Fatal(err)
-	}
-	dstID, err := redisproc.NodeID(ctx, ps[dst])
-	if err != nil {
-		t.Fatal(err)
-	}
-	sl := strconv.Itoa(slot)
-	if err := redisproc.Cmd(ctx, ps[dst].Addr, nil, "CLUSTER", "SETSLOT", sl, "IMPORTING", srcID); err != nil {
-		t.Fatal(err)
-	}
-	if err := redisproc.Cmd(ctx, ps[src].Addr, nil, "CLUSTER", "SETSLOT", sl, "MIGRATING", dstID); err != nil {
+	if _, err := redisproc.BeginMigration(ctx, ps[src], ps[dst], slot); err != nil {
 		t.Fatal(err)
 	}
 	return nodes[dst]
-}
-
-// importedValue reads key on the importing node s with ASKING (a plain GET
-// there answers MOVED); "" when it is not there.
-func importedValue(t *testing.T, s *redistest.Server, key string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := radix.Dial(ctx, "tcp", s.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var v string
-	mb := radix.Maybe{Rcv: &v}
-	err = conn.Do(ctx, radix.Cmd(&mb, "GET", key))
-	var se resp3.SimpleError
-	if errors.As(err, &se) && strings.HasPrefix(se.S, "MOVED ") {
-		if err = conn.Do(ctx, radix.Cmd(nil, "ASKING")); err == nil {
-			err = conn.Do(ctx, radix.Cmd(&mb, "GET", key))
-		}
-	}
-	if err != nil {
-		t.Fatalf("GET %s on %s: %v", key, s.Addr, err)
-	}
-	return v
 }
 
 // TestReleaseOnImportingNode (ask21): on a slot left half moved, a lock
@@ -118,7 +74,7 @@ func TestReleaseOnImportingNode(t *testing.T) {
 			if err := c.Do(ctx, []transport.Op{{Kind: transport.Acquire, Key: tc.key, Value: "a", TTL: time.Minute}}, res); err != nil || !res[0].OK {
 				t.Fatalf("acquire over ASK: %+v, %v", res, err)
 			}
-			if v := importedValue(t, dst, tc.key); v != "a" {
+			if v, _ := dst.GetAsking(t, tc.key); v != "a" {
 				t.Fatalf("the key on the importing node: %q, want \"a\"", v)
 			}
 			ops := tc.ops(tc.key)
@@ -127,7 +83,7 @@ func TestReleaseOnImportingNode(t *testing.T) {
 			if r := res[tc.rel]; r.Err != nil || !r.OK {
 				t.Errorf("release: %+v, want it resent to the importing node and applied", r)
 			}
-			if v := importedValue(t, dst, tc.key); v != "" {
+			if v, ok := dst.GetAsking(t, tc.key); ok {
 				t.Errorf("key %s still on the importing node after its release: %q", tc.key, v)
 			}
 		})

@@ -12,25 +12,8 @@ import (
 	"github.com/quorumlock/redlock/transport/rediscluster"
 )
 
-// tryAgains reads how many TRYAGAIN errors s has answered (INFO errorstats).
-func tryAgains(t *testing.T, s *redistest.Server) int {
-	t.Helper()
-	var info string
-	s.Do(t, &info, "INFO", "errorstats")
-	for line := range strings.Lines(info) {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "errorstat_TRYAGAIN:count="); ok {
-			n := 0
-			for _, c := range rest {
-				if c < '0' || c > '9' {
-					break
-				}
-				n = n*10 + int(c-'0')
-			}
-			return n
-		}
-	}
-	return 0
-}
+// tryAgains reads how many TRYAGAIN errors s has answered.
+func tryAgains(t *testing.T, s *redistest.Server) int { t.Helper(); return s.ErrorCount(t, "TRYAGAIN") }
 
 // TestFencedAcquireDuringMigration: a fenced acquire is a script over the
 // lock key and its counter. While their slot is half moved (the counter
