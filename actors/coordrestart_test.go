@@ -48,14 +48,7 @@ func TestCoordinatorRestartAfterPanic(t *testing.T) {
 
 func testCoordRestart(t *testing.T, kind string) {
 	const n = 3
-	ms := make([]*memory.Master, n)
-	ts := make([]transport.Transport, n)
-	names := make([]string, n)
-	for i := range ms {
-		ms[i] = memory.New()
-		ts[i] = ms[i].Transport()
-		names[i] = fmt.Sprintf("m%d", i)
-	}
+	ms, ts, names := memoryMasters(n)
 	// victim is the call whose message panics; set before it is submitted.
 	var victim atomic.Pointer[Call]
 	var fired, inline atomic.Bool
@@ -262,14 +255,7 @@ func testCoordRestart(t *testing.T, kind string) {
 // the calls that do not panic.
 func TestCoordinatorRestartsEveryTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ms := make([]*memory.Master, 3)
-		ts := make([]transport.Transport, len(ms))
-		names := make([]string, len(ms))
-		for i := range ms {
-			ms[i] = memory.New()
-			ts[i] = ms[i].Transport()
-			names[i] = fmt.Sprintf("m%d", i)
-		}
+		ms, ts, names := memoryMasters(3)
 		testCoordHook = func(_ *coordinator, msg any) {
 			if call, ok := msg.(*Call); ok && len(call.Key) > 4 && call.Key[:5] == "boom-" {
 				panic(errCoordBoom)
@@ -319,20 +305,7 @@ func TestCoordinatorRestartsEveryTime(t *testing.T) {
 		if call.Err != nil {
 			t.Fatalf("a call after 15 panics: %v", call.Err)
 		}
-		rel := NewCall(Release, "unlock", "ok", "v", time.Minute, time.Millisecond)
-		if err := c.Submit(rel); err != nil {
-			t.Fatal(err)
-		}
-		<-rel.Done()
-		if rel.Err != nil {
-			t.Fatalf("its unlock: %v", rel.Err)
-		}
-		synctest.Wait()
-		for i, m := range ms {
-			if k := m.Len(); k != 0 {
-				t.Errorf("master %d holds %d keys", i, k)
-			}
-		}
+		unlockLeavesNoKey(t, c, ms, "ok", "v")
 	})
 }
 
@@ -427,20 +400,7 @@ func TestZeroPermitSemaphorePanicAnswered(t *testing.T) {
 		if ok.Err != nil {
 			t.Fatalf("a lock after the panics: %v", ok.Err)
 		}
-		rel := NewCall(Release, "unlock", "k", "v", time.Minute, time.Millisecond)
-		if err := c.Submit(rel); err != nil {
-			t.Fatal(err)
-		}
-		<-rel.Done()
-		if rel.Err != nil {
-			t.Fatalf("its unlock: %v", rel.Err)
-		}
-		synctest.Wait()
-		for i, m := range ms {
-			if k := m.Len(); k != 0 {
-				t.Errorf("master %d holds %d keys", i, k)
-			}
-		}
+		unlockLeavesNoKey(t, c, ms, "k", "v")
 	})
 }
 
@@ -489,4 +449,37 @@ func TestCoordinatorPanicInFinish(t *testing.T) {
 			}
 		}
 	})
+}
+
+// memoryMasters makes n in-memory masters, their transports and names.
+func memoryMasters(n int) ([]*memory.Master, []transport.Transport, []string) {
+	ms := make([]*memory.Master, n)
+	ts := make([]transport.Transport, n)
+	names := make([]string, n)
+	for i := range ms {
+		ms[i] = memory.New()
+		ts[i] = ms[i].Transport()
+		names[i] = fmt.Sprintf("m%d", i)
+	}
+	return ms, ts, names
+}
+
+// unlockLeavesNoKey unlocks key (held with value) through c and then asks
+// every master to hold no key at all.
+func unlockLeavesNoKey(t *testing.T, c *Cluster, ms []*memory.Master, key, value string) {
+	t.Helper()
+	rel := NewCall(Release, "unlock", key, value, time.Minute, time.Millisecond)
+	if err := c.Submit(rel); err != nil {
+		t.Fatal(err)
+	}
+	<-rel.Done()
+	if rel.Err != nil {
+		t.Fatalf("the unlock of %s: %v", key, rel.Err)
+	}
+	synctest.Wait()
+	for i, m := range ms {
+		if k := m.Len(); k != 0 {
+			t.Errorf("master %d holds %d keys after the unlock of %s", i, k, key)
+		}
+	}
 }
