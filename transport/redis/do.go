@@ -15,6 +15,7 @@ import (
 
 	"github.com/quorumlock/redlock/internal/iotrace"
 	"github.com/quorumlock/redlock/transport"
+	"github.com/quorumlock/redlock/transport/internal/opkeys"
 )
 
 // Do sends the valid ops as one pipeline and fills results. Invalid ops get
@@ -185,7 +186,7 @@ var errNotResent = fmt.Errorf("NOSCRIPT, and not resent: a later op of the batch
 // that ran (anything but NOSCRIPT counts as run: an error reply may still
 // have been applied). A group of coalesced releases ran where it stands
 // (addAll), all its releases at once. Ops are ordered by the keys they
-// touch on the master (b.serverKeys).
+// touch on the master (opkeys.Server).
 func (t *Transport) keepOrder(b *batch, ops []transport.Op, results []transport.Result) []int {
 	ran := make(map[string]struct{})
 	keep := make([]int, 0, len(b.retry))
@@ -205,7 +206,7 @@ func (t *Transport) keepOrder(b *batch, ops []transport.Op, results []transport.
 			continue
 		}
 		for _, i := range b.groupOps(j) {
-			for _, k := range b.serverKeys(&ops[i]) {
+			for _, k := range opkeys.Server(&ops[i], b.fenceName) {
 				ran[k] = struct{}{}
 			}
 		}
@@ -217,7 +218,7 @@ func (t *Transport) keepOrder(b *batch, ops []transport.Op, results []transport.
 }
 
 func (b *batch) touches(op *transport.Op, keys map[string]struct{}) bool {
-	for _, k := range b.serverKeys(op) {
+	for _, k := range opkeys.Server(op, b.fenceName) {
 		if _, ok := keys[k]; ok {
 			return true
 		}
@@ -225,34 +226,12 @@ func (b *batch) touches(op *transport.Op, keys map[string]struct{}) bool {
 	return false
 }
 
-// serverKeys are the keys op reads or writes on the master, which a
-// NOSCRIPT resend keeps the order of: a write-back (RaiseFence) touches its
-// fencing counter alone, a fenced acquire its key and the counter, other
-// ops their keys. Ordering a write-back by its lock key failed a release
-// before it that met NOSCRIPT ("not resent"), and an Unlock then left its
-// key until the TTL (TestNoScriptReleaseBeforeWriteBack; the cluster
-// transport's form of it was ask21's lost release).
-func (b *batch) serverKeys(op *transport.Op) []string {
-	fence := func(key string) string {
-		if b.clusterFence {
-			return ClusterFenceKey(key)
-		}
-		return transport.FenceKey(key)
+// fenceName is key's fencing counter as this batch names it on the master.
+func (b *batch) fenceName(key string) string {
+	if b.clusterFence {
+		return ClusterFenceKey(key)
 	}
-	switch op.Kind {
-	case transport.RaiseFence:
-		return []string{fence(op.Key)}
-	case transport.AcquireFenced:
-		return []string{op.Key, fence(op.Key)}
-	}
-	return opKeys(op)
-}
-
-func opKeys(op *transport.Op) []string {
-	if len(op.Keys) > 0 {
-		return op.Keys
-	}
-	return []string{op.Key}
+	return transport.FenceKey(key)
 }
 
 func (t *Transport) result(op *transport.Op, r *reply) transport.Result {

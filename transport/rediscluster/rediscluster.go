@@ -46,6 +46,7 @@ import (
 	"github.com/mediocregopher/radix/v4/resp/resp3"
 
 	"github.com/quorumlock/redlock/transport"
+	"github.com/quorumlock/redlock/transport/internal/opkeys"
 	"github.com/quorumlock/redlock/transport/redis"
 )
 
@@ -676,31 +677,6 @@ func check(op *transport.Op) (int, error) {
 	return Slot(op.Keys[0]), nil
 }
 
-func opKeys(op *transport.Op) []string {
-	if len(op.Keys) > 0 {
-		return op.Keys
-	}
-	return []string{op.Key}
-}
-
-// serverKeys are the keys op reads or writes on the server, which the
-// resend rule orders ops by: two ops that share none commute. A fenced
-// acquire is a script over the lock key and its counter, a write-back
-// (RaiseFence) touches the counter alone. Ordering a write-back by its lock
-// key, as if it touched it, failed a release it followed on a slot left
-// half moved (ask21): the release met ASK (its key on the importing node),
-// the write-back ran on the owner (where the counter is), and the release
-// was not resent, so an Unlock left its key there.
-func serverKeys(op *transport.Op) []string {
-	switch op.Kind {
-	case transport.RaiseFence:
-		return []string{FenceKey(op.Key)}
-	case transport.AcquireFenced:
-		return []string{op.Key, FenceKey(op.Key)}
-	}
-	return opKeys(op)
-}
-
 // redirect is a MOVED or ASK reply: the op was not applied, and addr may
 // apply it.
 type redirect struct {
@@ -761,7 +737,7 @@ type part struct {
 // applied, and is sent again to the node named only if no later op of its
 // part that may have run (any reply but a redirect) touches one of its
 // keys on the server (a write-back touches its fencing counter alone, a
-// fenced acquire its key and counter; see serverKeys); otherwise it fails.
+// fenced acquire its key and counter; see opkeys.Server); otherwise it fails.
 // Redirected ops of one key go on together, in order, to one node; so
 // slice order per key holds. An op redirected behind an earlier op of its
 // key that goes back after TRYAGAIN follows that op, in order, and is
@@ -1027,21 +1003,21 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 		for j := len(p.idx) - 1; j >= 0; j-- {
 			i := p.idx[j]
 			if !resendable(results[i].Err) {
-				for _, k := range serverKeys(&ops[i]) {
+				for _, k := range opkeys.Server(&ops[i], FenceKey) {
 					ran[k] = true
 				}
 				continue
 			}
 			if tryAgainOf(results[i].Err) {
 				if !again {
-					results[i].Err = fmt.Errorf("%s: slot %d is being migrated and the op's keys are split between its nodes; retried for as long as the op's deadline and the retry budget allow: %w", t.name, Slot(opKeys(&ops[i])[0]), results[i].Err)
+					results[i].Err = fmt.Errorf("%s: slot %d is being migrated and the op's keys are split between its nodes; retried for as long as the op's deadline and the retry budget allow: %w", t.name, Slot(opkeys.Of(&ops[i])[0]), results[i].Err)
 					continue
 				}
 			} else if round >= maxRedirects {
 				continue // the redirect stays the op's error
 			}
 			touched := false
-			for _, k := range serverKeys(&ops[i]) {
+			for _, k := range opkeys.Server(&ops[i], FenceKey) {
 				touched = touched || ran[k]
 			}
 			if touched {
@@ -1066,7 +1042,7 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 		// goes where it points once the earlier op is done retrying.
 		place := func(i int, d dest) (dest, bool) {
 			var follow *dest
-			for _, k := range serverKeys(&ops[i]) {
+			for _, k := range opkeys.Server(&ops[i], FenceKey) {
 				prev, ok := keyDest[k]
 				switch {
 				case !ok || prev == d:
@@ -1080,7 +1056,7 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 			}
 			if follow != nil {
 				// Every key of op i that goes anywhere goes there.
-				for _, k := range serverKeys(&ops[i]) {
+				for _, k := range opkeys.Server(&ops[i], FenceKey) {
 					if prev, ok := keyDest[k]; ok && prev != *follow {
 						results[i].Err = fmt.Errorf("%s: %w (%w)", t.name, errNotResent, results[i].Err)
 						return dest{}, false
@@ -1088,7 +1064,7 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 				}
 				d = *follow
 			}
-			for _, k := range serverKeys(&ops[i]) {
+			for _, k := range opkeys.Server(&ops[i], FenceKey) {
 				keyDest[k] = d
 			}
 			np := byDest[d]
