@@ -1041,8 +1041,9 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 		// order, to the same node; it meets the same redirect there, and
 		// goes where it points once the earlier op is done retrying.
 		place := func(i int, d dest) (dest, bool) {
+			keys := opkeys.Server(&ops[i], FenceKey)
 			var follow *dest
-			for _, k := range opkeys.Server(&ops[i], FenceKey) {
+			for _, k := range keys {
 				prev, ok := keyDest[k]
 				switch {
 				case !ok || prev == d:
@@ -1056,7 +1057,7 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 			}
 			if follow != nil {
 				// Every key of op i that goes anywhere goes there.
-				for _, k := range opkeys.Server(&ops[i], FenceKey) {
+				for _, k := range keys {
 					if prev, ok := keyDest[k]; ok && prev != *follow {
 						results[i].Err = fmt.Errorf("%s: %w (%w)", t.name, errNotResent, results[i].Err)
 						return dest{}, false
@@ -1064,7 +1065,7 @@ func (t *Transport) redirects(ctx context.Context, parts []*part, ops []transpor
 				}
 				d = *follow
 			}
-			for _, k := range opkeys.Server(&ops[i], FenceKey) {
+			for _, k := range keys {
 				keyDest[k] = d
 			}
 			np := byDest[d]
