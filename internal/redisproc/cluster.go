@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
+	"github.com/mediocregopher/radix/v4/resp/resp3"
 )
 
 // Slots is the number of Redis Cluster hash slots.
@@ -289,6 +290,22 @@ func BeginMigration(ctx context.Context, src, dst *Server, slot int) (dstID stri
 		return "", fmt.Errorf("redisproc: SETSLOT MIGRATING on %s: %w", src.Addr, err)
 	}
 	return dstID, nil
+}
+
+// DoAsking runs cmd on c as a client redirected by ASK reads a key: a node
+// importing the key's slot (a reshard left half moved) answers MOVED to a
+// plain command on a key it holds, so cmd goes again after ASKING, on the
+// same connection. Other errors, ASK among them, are returned as they are.
+func DoAsking(ctx context.Context, c radix.Conn, rcv any, cmd string, args ...string) error {
+	err := c.Do(ctx, radix.Cmd(rcv, cmd, args...))
+	var se resp3.SimpleError
+	if !errors.As(err, &se) || !strings.HasPrefix(se.S, "MOVED ") {
+		return err
+	}
+	if err := c.Do(ctx, radix.Cmd(nil, "ASKING")); err != nil {
+		return err
+	}
+	return c.Do(ctx, radix.Cmd(rcv, cmd, args...))
 }
 
 // SlotOwner returns the index in servers of the node that owns slot,

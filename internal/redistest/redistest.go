@@ -154,15 +154,9 @@ func (s *Server) GetAsking(t testing.TB, key string) (string, bool) {
 	defer c.Close()
 	var v string
 	mb := radix.Maybe{Rcv: &v}
-	err = c.Do(ctx, radix.Cmd(&mb, "GET", key))
-	var se resp3.SimpleError
-	if errors.As(err, &se) && strings.HasPrefix(se.S, "ASK ") {
+	err = redisproc.DoAsking(ctx, c, &mb, "GET", key)
+	if se := (resp3.SimpleError{}); errors.As(err, &se) && strings.HasPrefix(se.S, "ASK ") {
 		return "", false
-	}
-	if errors.As(err, &se) && strings.HasPrefix(se.S, "MOVED ") {
-		if err = c.Do(ctx, radix.Cmd(nil, "ASKING")); err == nil {
-			err = c.Do(ctx, radix.Cmd(&mb, "GET", key))
-		}
 	}
 	if err != nil {
 		t.Fatalf("redistest: GET %s on %s: %v", key, s.Addr, err)

@@ -26,7 +26,6 @@ package torture
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -35,9 +34,9 @@ import (
 	"time"
 
 	"github.com/mediocregopher/radix/v4"
-	"github.com/mediocregopher/radix/v4/resp/resp3"
 
 	"github.com/quorumlock/redlock/internal/history"
+	"github.com/quorumlock/redlock/internal/redisproc"
 	"github.com/quorumlock/redlock/transport"
 	"github.com/quorumlock/redlock/transport/redis"
 )
@@ -289,17 +288,9 @@ func scanServer(ctx context.Context, t scanTarget) ([]leftKey, int, error) {
 	// leaves the slot so: MIGRATING on its owner, IMPORTING here, with the
 	// keys moved so far) answers MOVED to a plain read of a key it holds.
 	// Clients still reach such a key (ASK), so the check reads it as they
-	// do: ASKING, then the read, on the same connection.
+	// do.
 	read := func(rcv any, cmd string, args ...string) error {
-		err := c.Do(ctx, radix.Cmd(rcv, cmd, args...))
-		var se resp3.SimpleError
-		if !errors.As(err, &se) || !strings.HasPrefix(se.S, "MOVED ") {
-			return err
-		}
-		if err := c.Do(ctx, radix.Cmd(nil, "ASKING")); err != nil {
-			return err
-		}
-		return c.Do(ctx, radix.Cmd(rcv, cmd, args...))
+		return redisproc.DoAsking(ctx, c, rcv, cmd, args...)
 	}
 	var out []leftKey
 	fences := 0
