@@ -233,15 +233,7 @@ func testCoordRestart(t *testing.T, kind string) {
 		}
 	}
 
-	done := make(chan error, 1)
-	go func() { done <- c.Close() }()
-	select {
-	case err := <-done:
-		closed = true
-		if err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	case <-time.After(time.Minute):
+	if closed = closeWithin(t, c, time.Minute); !closed {
 		t.Fatalf("Close did not return after the coordinator restarted")
 	}
 }
@@ -266,11 +258,7 @@ func TestCoordinatorRestartsEveryTime(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() {
-			done := make(chan error, 1)
-			go func() { done <- c.Close() }()
-			select {
-			case <-done:
-			case <-time.After(time.Minute):
+			if !closeWithin(t, c, time.Minute) {
 				t.Errorf("Close did not return")
 			}
 			testCoordHook = nil
@@ -481,5 +469,23 @@ func unlockLeavesNoKey(t *testing.T, c *Cluster, ms []*memory.Master, key, value
 		if k := m.Len(); k != 0 {
 			t.Errorf("master %d holds %d keys after the unlock of %s", i, k, key)
 		}
+	}
+}
+
+// closeWithin closes c and reports whether Close returned within d (an
+// error it returns fails the test); a Close that hangs is what several
+// restart bugs did.
+func closeWithin(t *testing.T, c *Cluster, d time.Duration) bool {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- c.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		return true
+	case <-time.After(d):
+		return false
 	}
 }

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock/api"
-	"github.com/quorumlock/redlock/transport"
-	"github.com/quorumlock/redlock/transport/memory"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	"go.uber.org/goleak"
@@ -37,14 +35,7 @@ func TestNodeRestartAfterPanic(t *testing.T) {
 func testNodeRestart(t *testing.T, kind string) {
 	const masters, victim, lockers, before, after = 5, 2, 8, 10, 20
 	const wait = 20 * time.Second // a call's bound: generous, it only catches a lost reply
-	ms := make([]*memory.Master, masters)
-	ts := make([]transport.Transport, masters)
-	names := make([]string, masters)
-	for i := range ms {
-		ms[i] = memory.New()
-		ts[i] = ms[i].Transport()
-		names[i] = fmt.Sprintf("m%d", i)
-	}
+	ms, ts, names := memoryMasters(masters)
 	var armed, fired atomic.Bool
 	panicked := make(chan struct{})
 	boom := func() {
@@ -195,15 +186,7 @@ func testNodeRestart(t *testing.T, kind string) {
 		}
 	}
 
-	done := make(chan error, 1)
-	go func() { done <- c.Close() }()
-	select {
-	case err := <-done:
-		closed = true
-		if err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	case <-time.After(30 * time.Second):
+	if closed = closeWithin(t, c, 30*time.Second); !closed {
 		t.Fatalf("Close did not return in 30s after the node restarted (its old workers wait on a channel no one sends to)")
 	}
 	goleak.VerifyNone(t)
