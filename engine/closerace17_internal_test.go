@@ -19,7 +19,8 @@ import (
 // The window lies between the two mutexes, and the test holds it open
 // with the first of them: it holds the lock's sig, so the fired tick
 // waits on it with the lock out of the heap, closes the engine, then lets
-// the tick run. No synctest: a goroutine waiting on a sync.Mutex is not
+// the tick run (Close, which waits for the fire under way since close24,
+// returns after it). No synctest: a goroutine waiting on a sync.Mutex is not
 // durably blocked, so synctest.Wait could not tell the tick is there. The
 // test reads the scheduler's state instead (under mu).
 func TestCloseWhileTickWaitsEndsTheLock(t *testing.T) {
@@ -54,14 +55,24 @@ func TestCloseWhileTickWaitsEndsTheLock(t *testing.T) {
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- e.Close() }() // collects the heap: l is not in it
+	// Close waits for the fire under way before it returns (close24), and
+	// this fire waits on sig: let it go once Close has collected the heap.
+	for {
+		e.sched.mu.Lock()
+		collected := e.sched.closed
+		e.sched.mu.Unlock()
+		if collected {
+			break
+		}
+		time.Sleep(time.Millisecond) // poll: Close's progress signals nothing
+	}
+	l.sig.Unlock()
 	var cerr error
 	select {
 	case cerr = <-closed:
 	case <-time.After(5 * time.Second):
-		l.sig.Unlock()
-		t.Fatal("Close waited on the lock's sig")
+		t.Fatal("Close did not return 5s after the tick could go on")
 	}
-	l.sig.Unlock()
 	if cerr != nil {
 		t.Fatal(cerr)
 	}

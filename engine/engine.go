@@ -369,7 +369,13 @@ func (e *Engine) Close() error {
 		for _, l := range e.sched.close() {
 			l.lose(l.closedErr())
 		}
-		err := errors.Join(e.cluster.Close(), e.obs.m.Close())
+		e.sched.stop()
+		err := e.cluster.Close()
+		// The cluster's Close has ended the extensions that workers wait
+		// on; what a worker or a fire does next (record, lose the lock)
+		// ends soon, and no goroutine of the engine outlives Close.
+		e.sched.wait()
+		err = errors.Join(err, e.obs.m.Close())
 		for _, t := range e.transports {
 			err = errors.Join(err, t.Close())
 		}

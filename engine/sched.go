@@ -50,6 +50,16 @@ type sched struct {
 	// closed is set by Close under mu: from then on put refuses, so a lock
 	// is either collected by Close or never enters the heap.
 	closed bool
+	// stopping is set by Close under lmu, after closed: from then on no
+	// worker starts, so running counts every worker Close must wait for.
+	stopping bool
+	// running counts the fires and workers under way. Close waits for it
+	// to reach zero (wait): both call into the user's meter (a lock lost,
+	// an extension recorded), and a goroutine of the engine must not
+	// outlive Close. An Add happens under mu with closed unset (fire) or
+	// under lmu with stopping unset (workers), so every Add comes before
+	// Close's Wait.
+	running sync.WaitGroup
 }
 
 type schedEntry struct {
@@ -155,6 +165,8 @@ func (s *sched) fire() {
 		s.mu.Unlock()
 		return
 	}
+	s.running.Add(1)
+	defer s.running.Done()
 	s.firing, s.armed = true, false
 	for {
 		now := time.Since(s.base)
@@ -213,13 +225,18 @@ func (s *sched) extendDue(l *lock) bool {
 	}
 	s.lmu.Lock()
 	defer s.lmu.Unlock()
-	if l.inLine {
-		return true // a duplicate wake-up: it is already in line
+	if l.inLine || s.stopping {
+		// A duplicate wake-up: it is already in line. Or Close has
+		// begun: l was in the heap when Close collected it (closed was
+		// unset above, and Close sets stopping after collecting), so
+		// Close has ended it.
+		return true
 	}
 	l.inLine = true
 	s.line = append(s.line, l)
 	if s.out < s.limit {
 		s.out++
+		s.running.Add(1)
 		go s.work()
 	}
 	return true
@@ -235,6 +252,7 @@ func (s *sched) worker() {
 		if l == nil {
 			s.out--
 			s.lmu.Unlock()
+			s.running.Done()
 			return
 		}
 		l.inLine = false
@@ -278,6 +296,19 @@ func (s *sched) close() []*lock {
 	s.heap = nil
 	return live
 }
+
+// stop lets no worker start from now on; Close calls it after close.
+func (s *sched) stop() {
+	s.lmu.Lock()
+	s.stopping = true
+	s.lmu.Unlock()
+}
+
+// wait returns once every fire and worker under way has ended. Close calls
+// it after stop, and after the cluster's Close has ended the extensions the
+// workers wait on. A fire that its timer starts after Close finds closed
+// and returns at once, uncounted.
+func (s *sched) wait() { s.running.Wait() }
 
 func (s *sched) less(i, j int) bool { return s.heap[i].at < s.heap[j].at }
 
