@@ -10,9 +10,10 @@ import (
 //
 // An Unlock waits for every master, but a master's answer may be a timeout:
 // its release may be applied later, or, on a client starved of CPU, may
-// never have been written (transport/redis fails a batch that waited past
-// its deadline for the connection's write lock, or whose write found the
-// deadline passed, as "no answer", not as transport.ErrNotSent). Once a
+// never have been written (a transport may fail such a batch as "no
+// answer" rather than transport.ErrNotSent; transport/redis did until
+// notsent24, for a batch that waited past its deadline for the
+// connection's write lock, or whose write found the deadline passed). Once a
 // majority released, resendSlow does not send it again (the outcome does not
 // hang on it), and the key stayed on that master for its TTL after an Unlock
 // that returned nil, against the house rule and api.Lock.Unlock's "releases

@@ -15,6 +15,7 @@ import (
 	"github.com/mediocregopher/radix/v4/resp/resp3"
 
 	"github.com/quorumlock/redlock/internal/iotrace"
+	"github.com/quorumlock/redlock/transport"
 )
 
 // pipe is one connection to a master whose I/O the transport owns: a caller
@@ -114,10 +115,12 @@ func newPipe(nc net.Conn, flushEvery time.Duration, broken func(error)) *pipe {
 
 // errNotSent and errWriteCut fail a batch whose write met its deadline
 // (context.DeadlineExceeded, whether or not the timer behind the caller's
-// context has fired yet): not written at all, or only in part (the rest is
-// written after it, and its outcome is unknown).
+// context has fired yet): not written at all (it waited for the write lock
+// until then, or its write took nothing), or only in part (the rest is
+// written after it, and its outcome is unknown). Only the first is
+// transport.ErrNotSent: the master has seen nothing of it.
 var (
-	errNotSent  = fmt.Errorf("not sent before its deadline: %w", context.DeadlineExceeded)
+	errNotSent  = fmt.Errorf("%w (never written): %w", transport.ErrNotSent, context.DeadlineExceeded)
 	errWriteCut = fmt.Errorf("written only in part before its deadline: %w", context.DeadlineExceeded)
 )
 
@@ -317,6 +320,9 @@ func (p *pipe) write(ctx context.Context, buf []byte, u resp.Unmarshaler, done c
 		if tr != nil {
 			tr.Stage, tr.Failed = iotrace.WaitingToWrite, time.Now()
 			iotrace.Report(tr)
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			return errNotSent // nothing of it was written
 		}
 		return err
 	}

@@ -522,9 +522,14 @@ func (t *Transport) callErr(ctx context.Context, err error) error {
 	switch {
 	case t.isClosed():
 		return t.errClosed
+	case errors.Is(err, errNotSent):
+		// Before the context's case: errNotSent wraps DeadlineExceeded
+		// too, but the master has seen nothing of this batch, and the
+		// engine must not take it for a master that did not answer.
+		return fmt.Errorf("redis %s: %w", t.name, err)
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		return fmt.Errorf("redis %s: no answer: %w", t.name, ctx.Err())
-	case errors.Is(err, errNotSent), errors.Is(err, errWriteCut):
+	case errors.Is(err, errWriteCut):
 		return fmt.Errorf("redis %s: %w", t.name, err)
 	case isRespErr(err):
 		return fmt.Errorf("redis %s: %w", t.name, err)
