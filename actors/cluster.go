@@ -107,7 +107,7 @@ func Start(cfg Config) (*Cluster, error) {
 		bn := &bypass{a: nd}
 		var mb actor.Mailbox
 		props := actor.PropsFromProducer(func() actor.Actor { return bn }, actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)), actor.WithMailbox(func() actor.Mailbox { mb = withBypass(bn, newMailbox()); return mb }))
-		pid, err := system.Root.SpawnNamed(props, fmt.Sprintf("node-%d", i))
+		pid, err := restartingRoot(system).SpawnNamed(props, fmt.Sprintf("node-%d", i))
 		if err != nil {
 			c.stopAll()
 			return nil, fmt.Errorf("redlock: spawning node actor %d: %w", i, err)
@@ -118,7 +118,7 @@ func Start(cfg Config) (*Cluster, error) {
 	for i := range coords {
 		co := &coordinator{shard: int32(i), nodes: c.nodes, intakes: intakes, coords: coords, names: cfg.Names, quorum: c.quorum, masterTimeout: cfg.MasterTimeout, m: cfg.Metrics}
 		bc := &bypass{a: co, ctx: bypassCtx{peers: peers}}
-		pid, err := coordRoot(system).SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return bc }, actor.WithMailbox(func() actor.Mailbox { return co.recovering(logger, withBypass(bc, loneCallMailbox())) })), fmt.Sprintf("coordinator-%d", i))
+		pid, err := restartingRoot(system).SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return bc }, actor.WithMailbox(func() actor.Mailbox { return co.recovering(logger, withBypass(bc, loneCallMailbox())) })), fmt.Sprintf("coordinator-%d", i))
 		if err != nil {
 			c.stopAll()
 			return nil, fmt.Errorf("redlock: spawning coordinator %d: %w", i, err)

@@ -42,15 +42,18 @@ import (
 // for another call (a waiter given its turn by handOn, a contender woken).
 // SAFETY.md, "Coordinator restart after a panic (coord19)".
 
-// coordRoot spawns the coordinators under a guardian that restarts them
-// after every panic. protoactor's default supervisor, for actors spawned
-// from the root, stops an actor that failed more than 10 times in 10
-// seconds; a stopped coordinator's calls go to the dead letters while
-// Submit returns nil, so every later caller of its keys, and Close, would
-// wait forever. A bug that panics on every call (a user's meter that
-// panics in finish) then fails every call of the shard with ErrInternal
-// instead, and the calls that do not panic still run.
-func coordRoot(system *actor.ActorSystem) *actor.RootContext {
+// restartingRoot spawns the coordinators and the node actors under a
+// guardian that restarts them after every panic. protoactor's default
+// supervisor, for actors spawned from the root, stops an actor that failed
+// more than 10 times in 10 seconds. A stopped coordinator's calls go to
+// the dead letters while Submit returns nil, so every later caller of its
+// keys, and Close, would wait forever; a stopped node sends its master
+// nothing again, so every call waits a master timeout for it and an Unlock
+// leaves its key there (noderestart24). A bug that panics on every call or
+// batch (a user's meter that panics in finish, or as a batch returns) then
+// fails what it touches (ErrInternal from a coordinator, an outcome unknown
+// from a node) instead, and what does not panic still runs.
+func restartingRoot(system *actor.ActorSystem) *actor.RootContext {
 	return system.Root.WithGuardian(actor.NewRestartingStrategy())
 }
 

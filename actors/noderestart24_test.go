@@ -14,7 +14,7 @@ var errNodeBoom = errors.New("noderestart24: a panic on every returned batch of 
 // A node actor restarts after a panic (node18), but it ran under
 // protoactor's default supervisor, which stops an actor that failed more
 // than 10 times in 10 seconds: coord19 took the coordinators out of its
-// hands (coordRoot) and left the nodes in them. A panic that comes back on
+// hands (coordRoot, now restartingRoot) and left the nodes in them. A panic that comes back on
 // every batch (a user's meter that panics as a batch is recorded, a bug of
 // ours on some op) then stops the node for good: its master gets no op
 // again, and every later call waits on a reply that cannot come.
