@@ -263,22 +263,8 @@ func TestCoordinatorRestartsEveryTime(t *testing.T) {
 			}
 			testCoordHook = nil
 		}()
-		run := func(key string) (*Call, bool) {
-			call := NewCall(Acquire, "trylock", key, "v", time.Minute, time.Millisecond)
-			call.Retry.MaxAttempts = 1
-			if err := c.Submit(call); err != nil {
-				t.Fatalf("Submit %q: %v", key, err)
-			}
-			select {
-			case <-call.Done():
-				return call, true
-			case <-time.After(time.Minute):
-				t.Errorf("the call for %q was never answered", key)
-				return call, false
-			}
-		}
 		for i := range 15 { // within a second of the bubble's clock
-			call, ok := run(fmt.Sprintf("boom-%d", i))
+			call, ok := tryOnce(t, c, fmt.Sprintf("boom-%d", i))
 			if !ok {
 				return
 			}
@@ -286,7 +272,7 @@ func TestCoordinatorRestartsEveryTime(t *testing.T) {
 				t.Fatalf("call %d, which panicked: %v; want api.ErrInternal", i, call.Err)
 			}
 		}
-		call, ok := run("ok")
+		call, ok := tryOnce(t, c, "ok")
 		if !ok {
 			return
 		}
@@ -469,6 +455,24 @@ func unlockLeavesNoKey(t *testing.T, c *Cluster, ms []*memory.Master, key, value
 		if k := m.Len(); k != 0 {
 			t.Errorf("master %d holds %d keys after the unlock of %s", i, k, key)
 		}
+	}
+}
+
+// tryOnce submits one TryLock of key (value "v") to c and waits a minute
+// for its answer; false (with the test failed) if none came.
+func tryOnce(t *testing.T, c *Cluster, key string) (*Call, bool) {
+	t.Helper()
+	call := NewCall(Acquire, "trylock", key, "v", time.Minute, time.Millisecond)
+	call.Retry.MaxAttempts = 1
+	if err := c.Submit(call); err != nil {
+		t.Fatalf("Submit %q: %v", key, err)
+	}
+	select {
+	case <-call.Done():
+		return call, true
+	case <-time.After(time.Minute):
+		t.Errorf("the call for %q was never answered", key)
+		return call, false
 	}
 }
 
