@@ -358,8 +358,10 @@ func (e *Engine) Options() api.Options { return e.opts }
 // Close stops every actor, timer and goroutine of the engine and closes the
 // transports. Calls in progress fail with ErrClosed, and every lock of the
 // engine, watched or not, is lost: its Done is closed and its Err wraps
-// ErrClosed (ErrExpired if its validity had run out first). It is safe to
-// call more than once.
+// ErrClosed (ErrExpired if its validity had run out first). It returns once
+// the engine's goroutines have ended, an auto-extension that was recording
+// its outcome through the meter provider included, so the provider may be
+// shut down next. It is safe to call more than once.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		e.closedAt = time.Now()
