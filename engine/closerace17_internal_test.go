@@ -57,12 +57,16 @@ func TestCloseWhileTickWaitsEndsTheLock(t *testing.T) {
 	go func() { closed <- e.Close() }() // collects the heap: l is not in it
 	// Close waits for the fire under way before it returns (close24), and
 	// this fire waits on sig: let it go once Close has collected the heap.
-	for {
+	for limit := time.Now().Add(5 * time.Second); ; {
 		e.sched.mu.Lock()
 		collected := e.sched.closed
 		e.sched.mu.Unlock()
 		if collected {
 			break
+		}
+		if time.Now().After(limit) {
+			l.sig.Unlock()
+			t.Fatal("Close did not collect the scheduler's heap in 5s")
 		}
 		time.Sleep(time.Millisecond) // poll: Close's progress signals nothing
 	}
