@@ -46,7 +46,11 @@ func TestUnsentBatchIsErrNotSent(t *testing.T) {
 			_ = tr.Do(ctx, []transport.Op{acq("ns24-first", "v", time.Minute)}, res)
 			held <- res
 		}()
-		<-entered
+		select {
+		case <-entered:
+		case r := <-held:
+			t.Fatalf("the first batch finished (%+v) without reaching the write hook: the test sets nothing up", r[0])
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		res := make([]transport.Result, 1)
 		_ = tr.Do(ctx, []transport.Op{acq("ns24-waited", "v", time.Minute)}, res)
