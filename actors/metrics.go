@@ -82,11 +82,14 @@ const (
 	OutcomeCanceled
 	OutcomeInvalid
 	OutcomeClosed
+	// OutcomeInternal: a bug of the engine's ended the call (api.ErrInternal,
+	// an actor's panic); the masters may be fine, so not "unreachable".
+	OutcomeInternal
 	numOutcomes
 )
 
-var acquireOutcomes = [numOutcomes]string{"acquired", "taken", "unreachable", "canceled", "invalid", "closed"}
-var extendOutcomes = [numOutcomes]string{"ok", "not_held", "unreachable", "canceled", "invalid", "closed"}
+var acquireOutcomes = [numOutcomes]string{"acquired", "taken", "unreachable", "canceled", "invalid", "closed", "internal"}
+var extendOutcomes = [numOutcomes]string{"ok", "not_held", "unreachable", "canceled", "invalid", "closed", "internal"}
 
 // Outcome classifies a call's error: its sentinel, as metrics and spans
 // report it.
@@ -101,6 +104,9 @@ func Outcome(err error) int {
 	switch {
 	case err == nil:
 		return OutcomeOK
+	case errors.Is(err, api.ErrInternal):
+		// First: a panic's value may wrap any sentinel (api.PanicError).
+		return OutcomeInternal
 	case errors.Is(err, api.ErrNotAcquired), errors.Is(err, api.ErrNotHeld):
 		return OutcomeTaken
 	case errors.Is(err, api.ErrQuorumUnreachable):
