@@ -68,22 +68,23 @@ func TestUnsentBatchIsErrNotSent(t *testing.T) {
 	})
 
 	t.Run("deadline passed before the write", func(t *testing.T) {
-		var hold atomic.Int64 // Unix ns to sleep past before writing; 0: none
+		// The write waits, as a starved client would, until its context
+		// has ended: its deadline has passed by then.
+		var late atomic.Pointer[context.Context] // nil: no wait
 		testWriteHook = func() {
-			if ns := hold.Load(); ns != 0 {
-				time.Sleep(time.Until(time.Unix(0, ns)) + 5*time.Millisecond)
+			if ctx := late.Load(); ctx != nil {
+				<-(*ctx).Done()
 			}
 		}
 		defer func() { testWriteHook = nil }()
 		tr := dial(t, cfg)
 
-		dl := time.Now().Add(50 * time.Millisecond)
-		hold.Store(dl.UnixNano())
-		ctx, cancel := context.WithDeadline(context.Background(), dl)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		late.Store(&ctx)
 		res := make([]transport.Result, 1)
 		_ = tr.Do(ctx, []transport.Op{acq("ns24-late", "v", time.Minute)}, res)
 		cancel()
-		hold.Store(0)
+		late.Store(nil)
 		if _, ok := srv.Get(t, "ns24-late"); ok {
 			t.Fatal("the batch whose deadline passed before its write is on the master: it was sent")
 		}
