@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -17,19 +18,30 @@ import (
 // with transport.ErrNotApplied, as transport/redis does for a release that
 // met NOSCRIPT before a later op of its key that ran in the same batch, and
 // transport/rediscluster for one that met MOVED or ASK so; the batch's
-// other ops are served.
+// other ops are served. A release of key that is not refused (the test
+// arms left before the first) closes served once it has been served.
 type notApplied struct {
 	transport.Transport
-	key  string
-	left *atomic.Int32
+	key    string
+	left   *atomic.Int32
+	served chan struct{}
+	once   *sync.Once
 }
 
 func (n notApplied) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
 	var refused []int
+	passed := false // a release of key after the refusals: served below
 	for i, op := range ops {
-		if op.Kind == transport.Release && op.Key == n.key && n.left.Add(-1) >= 0 {
-			refused = append(refused, i)
+		if op.Kind == transport.Release && op.Key == n.key {
+			if n.left.Add(-1) >= 0 {
+				refused = append(refused, i)
+			} else {
+				passed = true
+			}
 		}
+	}
+	if passed {
+		defer n.once.Do(func() { close(n.served) })
 	}
 	if len(refused) == 0 {
 		return n.Transport.Do(ctx, ops, res)
@@ -66,7 +78,8 @@ func TestUnlockReleaseNotAppliedIsCleaned(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ms, ts := memoryMasters(5)
 		var left atomic.Int32
-		ts[2] = notApplied{ts[2], "k23", &left}
+		served := make(chan struct{})
+		ts[2] = notApplied{ts[2], "k23", &left, served, new(sync.Once)}
 		e, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine(), api.WithMasterTimeout(100*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
@@ -90,13 +103,14 @@ func TestUnlockReleaseNotAppliedIsCleaned(t *testing.T) {
 			t.Fatal("the Unlock's release never reached master 2; the test needs it refused once")
 		}
 		const bound = 10 * time.Second // background cleanups, far below the TTL of 1h
-		start := time.Now()
-		for ms[2].Len() != 0 {
-			if time.Since(start) > bound {
-				t.Fatalf("master 2 still holds the lock's key %v after an Unlock that returned nil (its release was refused once unapplied, the master up: transport.ErrNotApplied; TTL 1h)", bound)
-			}
-			time.Sleep(100 * time.Millisecond)
-			synctest.Wait()
+		select {
+		case <-served: // the release went to master 2 again
+		case <-time.After(bound): // the bubble's clock
+			t.Fatalf("no release of the lock's key reached master 2 in %v after it refused one unapplied (TTL 1h)", bound)
+		}
+		synctest.Wait()
+		if ms[2].Len() != 0 {
+			t.Fatalf("master 2 still holds the lock's key %v after an Unlock that returned nil (its release was refused once unapplied, the master up: transport.ErrNotApplied; TTL 1h)", bound)
 		}
 	})
 }
