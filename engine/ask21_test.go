@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -9,6 +10,8 @@ import (
 	"github.com/quorumlock/redlock/engine"
 	"github.com/quorumlock/redlock/internal/redisproc"
 	"github.com/quorumlock/redlock/internal/redistest"
+	"github.com/quorumlock/redlock/transport"
+	"github.com/quorumlock/redlock/transport/redis"
 	"github.com/quorumlock/redlock/transport/rediscluster"
 )
 
@@ -48,8 +51,30 @@ func TestUnlockOnImportingNodeLeavesNoKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := 1 - src
-	addrs := []string{clusterAddr(c), plain[0].Addr, plain[1].Addr}
-	e, err := engine.New(addrs, api.WithoutRestartQuarantine(), api.WithTTL(20*time.Second), api.WithMasterTimeout(time.Second))
+	ccfg, err := rediscluster.ParseAddr(clusterAddr(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ccfg.Node.OpTimeout = time.Second
+	ct, err := rediscluster.New(ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onCluster := &fencedEntered{Transport: ct, key: key, entered: make(chan struct{})}
+	ts := []transport.Transport{onCluster}
+	for _, s := range plain {
+		cfg, err := redis.ParseAddr(s.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.OpTimeout = time.Second
+		pt, err := redis.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, pt)
+	}
+	e, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine(), api.WithTTL(20*time.Second), api.WithMasterTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,18 +105,19 @@ func TestUnlockOnImportingNodeLeavesNoKey(t *testing.T) {
 		err error
 	}
 	bc := make(chan got, 1)
+	onCluster.armed.Store(true)
 	go func() {
 		l, err := e.Lock(ctx, key, api.WithFencing(true))
 		bc <- got{l, err}
 	}()
-	// The contender's first fenced acquire is stalled on the cluster
-	// (TRYAGAIN, retried for up to 200ms); the other masters refused it.
-	// The servers' counters are another process's: polled, within a bound.
-	for tryAgains() == before {
-		if ctx.Err() != nil {
-			t.Fatal("the fenced contender never met TRYAGAIN on the half-moved slot: the test does not set up what it means to")
-		}
-		time.Sleep(time.Millisecond)
+	// The contender's first fenced acquire is handed to the cluster's
+	// transport, where it stalls (TRYAGAIN, retried for up to 200ms) and
+	// holds the node's one batch in flight; the other masters refuse it.
+	// The holder's Unlock goes now, so its release waits behind it.
+	select {
+	case <-onCluster.entered:
+	case b := <-bc:
+		t.Fatalf("the fenced contender ended (%v) before its acquire reached the cluster", b.err)
 	}
 	if err := a.Unlock(ctx); err != nil {
 		t.Fatalf("holder's Unlock: %v", err)
@@ -99,6 +125,9 @@ func TestUnlockOnImportingNodeLeavesNoKey(t *testing.T) {
 	b := <-bc
 	if b.err != nil {
 		t.Fatalf("fenced contender: %v", b.err)
+	}
+	if tryAgains() == before {
+		t.Fatal("the fenced contender never met TRYAGAIN on the half-moved slot: the test does not set up what it means to")
 	}
 	if v, ok := c[dst].GetAsking(t, key); ok && v == a.Value() {
 		t.Fatalf("after the holder's Unlock returned nil, its key is still on the importing node %s (value %q): its release was not applied", c[dst].Addr, v)
@@ -117,4 +146,31 @@ func TestUnlockOnImportingNodeLeavesNoKey(t *testing.T) {
 			t.Errorf("key left on master %d: %q", i+2, v)
 		}
 	}
+}
+
+// fencedEntered is a cluster master's transport that closes entered as it
+// is handed the first fenced acquire of key after armed is set.
+type fencedEntered struct {
+	*rediscluster.Transport
+	key     string
+	armed   atomic.Bool
+	entered chan struct{}
+}
+
+func (f *fencedEntered) note(ops []transport.Op) {
+	for _, op := range ops {
+		if op.Kind == transport.AcquireFenced && op.Key == f.key && f.armed.CompareAndSwap(true, false) {
+			close(f.entered)
+		}
+	}
+}
+
+func (f *fencedEntered) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
+	f.note(ops)
+	return f.Transport.Do(ctx, ops, res)
+}
+
+func (f *fencedEntered) DoServed(ctx context.Context, ops []transport.Op, res []transport.Result, served []transport.Served) error {
+	f.note(ops)
+	return f.Transport.DoServed(ctx, ops, res, served)
 }
