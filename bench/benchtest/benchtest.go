@@ -96,6 +96,17 @@ var serverPids atomic.Pointer[[]int]
 //	                 in the terms above
 //	total-us/cycle   cores × wall time: cpu-us + srv-us + others-us +
 //	                 idle-us + steal-us come to this, up to tick rounding
+//
+// and where the cores sit (bench.CoreRoundTrip, read before and after the
+// timed part, not counted in it):
+//
+//	xcore-before-ns, xcore-after-ns
+//	          a cache line's round trip between two cores: about 55 ns
+//	          when the VM's vCPUs sit near each other, 330 when far apart.
+//	          The figures above follow it; compare runs at the same
+//	          placement (bench/placement.py). Two readings that differ
+//	          say the run straddled a move; two that agree do not rule
+//	          out a move there and back.
 func Run(b *testing.B, name string, client bench.Client) {
 	b.Helper()
 	prefix := bench.RunPrefix(name)
@@ -169,6 +180,7 @@ func runWorkload(b *testing.B, client bench.Client, w bench.Workload, fairness b
 		rec.TrackWorkers(w.Concurrency)
 	}
 	b.ReportAllocs()
+	xcore0, haveX0 := bench.CoreRoundTrip(xcoreRounds, time.Second)
 	b.ResetTimer()
 	var pids []int
 	if p := serverPids.Load(); p != nil {
@@ -182,6 +194,7 @@ func runWorkload(b *testing.B, client bench.Client, w bench.Workload, fairness b
 	cost := bench.ReadCost().Sub(cost0)
 	m := bench.ReadMachine(pids).Sub(m0)
 	b.StopTimer()
+	xcore1, haveX1 := bench.CoreRoundTrip(xcoreRounds, time.Second)
 	s := rec.Summarize(elapsed)
 	if s.Errors > 0 {
 		b.Logf("%d of %d cycles failed; the first: %v", s.Errors, s.Cycles, s.FirstErr)
@@ -197,8 +210,17 @@ func runWorkload(b *testing.B, client bench.Client, w bench.Workload, fairness b
 		ReportCost(b, cost, s.Cycles)
 		ReportMachine(b, m, cost, elapsed, s.Cycles)
 	}
+	if haveX0 && haveX1 {
+		// Where the cores sat, before and after: a run whose two readings
+		// differ straddled a move (bench.CoreRoundTrip).
+		b.ReportMetric(float64(xcore0), "xcore-before-ns")
+		b.ReportMetric(float64(xcore1), "xcore-after-ns")
+	}
 	return rec
 }
+
+// xcoreRounds: 100k round trips take 5-35 ms, outside the timed part.
+const xcoreRounds = 100_000
 
 // ReportCost reports cost spent over cycles as the per-cycle metrics Run
 // describes.
