@@ -189,6 +189,9 @@ trap - EXIT
 cols=(engine="$OUT/engine.txt" redsync="$OUT/redsync.txt")
 for ps in $POOL_SIZES; do cols+=(redsync-pool"$ps"="$OUT/redsync-pool$ps.txt"); done
 go run "$BENCHSTAT" -ignore pkg "${cols[@]}" | tee "$OUT/benchstat.txt"
+# The engine over redsync, round by round, split by where the two cores sat
+# (bench.CoreRoundTrip): "A" is redsync, "B" the engine.
+python3 bench/placement.py "$OUT/redsync.txt" "$OUT/engine.txt" | tee "$OUT/placement.txt" || true
 if [ "$MEMORY" = 1 ]; then
 	go run "$BENCHSTAT" "$OUT/memory.txt" | tee "$OUT/benchstat-memory.txt"
 fi
