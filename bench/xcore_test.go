@@ -13,11 +13,13 @@ func TestCoreRoundTrip(t *testing.T) {
 		t.Skip("one core: nothing to measure between")
 	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-	d, ok := bench.CoreRoundTrip(10_000, 5*time.Second)
-	// A round trip is at least two cache-line transfers: never free, and
-	// far below a millisecond on any machine that runs these tests.
-	if !ok || d <= 0 || d > time.Millisecond {
-		t.Fatalf("CoreRoundTrip(10000) = %v, %v: want a positive round trip below 1ms", d, ok)
+	// A round trip is at least two cache-line transfers, so never free. On
+	// a quiet machine it is under a microsecond; under CI's load a spinner
+	// may wait for its thread to be scheduled, a few ms at worst, so the
+	// bounds are loose: what is tested is that turns are taken and timed.
+	d, ok := bench.CoreRoundTrip(1000, 30*time.Second)
+	if !ok || d <= 0 || d > 30*time.Millisecond {
+		t.Fatalf("CoreRoundTrip(1000) = %v, %v: want a positive round trip below 30ms", d, ok)
 	}
 }
 
