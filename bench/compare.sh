@@ -27,7 +27,7 @@ trap 'rm -rf "$src"' EXIT
 git archive "$ref" | tar -x -C "$src"
 (cd "$src" && go test -c -o "$OUT/old.test" ./bench)
 go test -c -o "$OUT/new.test" ./bench
-go build -o "$OUT/xcore" ./bench/cmd/xcore
+go build -o "$src/xcore" ./bench/cmd/xcore
 {
 	echo "old: $ref ($(git rev-parse --short "$ref"))"
 	echo "new: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (dirty tree)')"
@@ -35,7 +35,7 @@ go build -o "$OUT/xcore" ./bench/cmd/xcore
 	echo "date: $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$OUT/machine.txt"
 rm -f "$OUT/old.txt" "$OUT/new.txt" "$OUT/xcore.txt"
-XCORE="$OUT/xcore" BENCHTIME=${BENCHTIME:-2s} bench/interleave.sh "$OUT/old.test" "$OUT/new.test" "$rounds" "$OUT" "$filter"
+XCORE="$src/xcore" BENCHTIME=${BENCHTIME:-2s} bench/interleave.sh "$OUT/old.test" "$OUT/new.test" "$rounds" "$OUT" "$filter"
 go run "$BENCHSTAT" "$OUT/old.txt" "$OUT/new.txt" | tee "$OUT/benchstat.txt"
 python3 bench/placement.py "$OUT/old.txt" "$OUT/new.txt" --xcore "$OUT/xcore.txt" | tee "$OUT/placement.txt"
 echo "outputs in $OUT"
