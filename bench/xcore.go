@@ -34,12 +34,22 @@ func CoreRoundTrip(rounds int, budget time.Duration) (time.Duration, bool) {
 	spin := func(parity int64) {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
+		over := func() bool {
+			if gaveUp.Load() || time.Now().After(deadline) {
+				gaveUp.Store(true)
+				return true
+			}
+			return false
+		}
 		for i := parity; i < last; i += 2 {
-			for n := 0; turn.Load() != i; n++ {
-				// Check the budget now and then: a clock read per spin
-				// would be most of what is measured.
-				if n&0xffff == 0xffff && (gaveUp.Load() || time.Now().After(deadline)) {
-					gaveUp.Store(true)
+			// Check the budget every 1024 turns and every 64k spins of a
+			// wait: a clock read per turn would be a good part of what is
+			// measured.
+			if i&2046 == 0 && over() {
+				return
+			}
+			for n := 1; turn.Load() != i; n++ {
+				if n&0xffff == 0 && over() {
 					return
 				}
 			}

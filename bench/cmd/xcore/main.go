@@ -1,8 +1,9 @@
 // Command xcore prints how long a cache line takes to go between two cores
 // and back on this machine now (bench.CoreRoundTrip), as "xcore-ns N".
 // bench/interleave.sh runs it before and after every benchmark run, so that
-// a build whose test binary does not report xcore-ns itself (an old commit's)
-// can still be placed (bench/placement.py).
+// a build whose test binary does not report xcore-before-ns and
+// xcore-after-ns itself (an old commit's) can still be placed
+// (bench/placement.py).
 package main
 
 import (
