@@ -15,6 +15,9 @@ fell between). For each benchmark and metric the table gives, by class, the roun
 median and the median of the rounds' B/A ratios: the ratio of two builds, or of the engine and
 redsync, at one placement. Readings only bracket each run, so a move there and back inside a run
 goes unseen: a "near" round is one that began and ended near.
+
+--pair A_NAME,B_NAME (repeatable) pairs A's rows of one benchmark with B's rows of another instead of
+same-named rows: the engine of an old build against the floor (bench/floor) of the new one, say.
 """
 import argparse
 import re
@@ -79,6 +82,8 @@ def main():
     ap.add_argument("--xcore", help="bench/interleave.sh's xcore.txt")
     ap.add_argument("--near", type=float, default=100.0)
     ap.add_argument("--far", type=float, default=250.0)
+    ap.add_argument("--pair", action="append", default=[], metavar="A_NAME,B_NAME",
+                    help="pair A's rows of A_NAME with B's rows of B_NAME (names without the -N suffix)")
     args = ap.parse_args()
     a, b = parse(args.a), parse(args.b)
     ext = external(args.xcore)
@@ -92,17 +97,21 @@ def main():
         # i-th row of a benchmark is from the i-th run.
         return runs[i] if i < len(runs) else [None]
 
+    if args.pair:
+        names = [tuple(p.split(",", 1)) for p in args.pair]
+    else:
+        names = [(n, n) for n in sorted(set(a) & set(b))]
     out = []
-    for name in sorted(set(a) & set(b)):
-        n = min(len(a[name]), len(b[name]))
-        classes = [classify(readings("old", a, name, i) + readings("new", b, name, i), args.near, args.far)
+    for an, bn in names:
+        n = min(len(a.get(an, [])), len(b.get(bn, [])))
+        classes = [classify(readings("old", a, an, i) + readings("new", b, bn, i), args.near, args.far)
                    for i in range(n)]
         for m in METRICS:
-            pairs = [(a[name][i].get(m), b[name][i].get(m), classes[i]) for i in range(n)]
+            pairs = [(a[an][i].get(m), b[bn][i].get(m), classes[i]) for i in range(n)]
             pairs = [p for p in pairs if p[0] and p[1]]
             if not pairs:
                 continue
-            out.append(f"{name} {m}")
+            out.append(f"{an} {m}" if an == bn else f"{bn} over {an} {m}")
             for cls in ("near", "far", "mixed", "unknown", "all"):
                 sel = [p for p in pairs if cls == "all" or p[2] == cls]
                 if not sel:
