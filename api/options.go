@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"runtime"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -54,7 +55,11 @@ type Options struct {
 	// logger that discards everything. Engine-wide.
 	Logger *slog.Logger
 	// Coordinators is the number of coordinator actors; keys are sharded
-	// over them. Default: 2. Engine-wide.
+	// over them. Default: 1 where GOMAXPROCS is 1 or 2 when DefaultOptions
+	// runs (at the engine's construction), 2 above. On two cores a second
+	// coordinator only adds hand-offs between them: one took 8-9 % off the
+	// engine's CPU per lock on memory masters and changed nothing on Redis
+	// (BENCHMARKS.md, "One coordinator on two cores"). Engine-wide.
 	Coordinators int
 	// MaxBatch is the most operations a node actor sends to its master in
 	// one batch. Default 512. Engine-wide.
@@ -135,11 +140,21 @@ func DefaultOptions() Options {
 			RandomizationFactor: 0.5,
 		},
 		MaxExtensions: 1000,
-		Coordinators:  2,
+		Coordinators:  defaultCoordinators(),
 		MaxBatch:      512,
 		MaxInFlight:   1,
 		Quarantine:    Quarantine{CheckInterval: time.Second},
 	}
+}
+
+// defaultCoordinators is Options.Coordinators' default. More than two Ps
+// keep the two coordinators measured before; no machine of more cores was
+// at hand to measure another number on.
+func defaultCoordinators() int {
+	if runtime.GOMAXPROCS(0) <= 2 {
+		return 1
+	}
+	return 2
 }
 
 // Option configures an engine: engine.New, engine.NewWithTransports and

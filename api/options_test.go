@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 
@@ -66,4 +67,33 @@ func ExampleLockOption() {
 	fmt.Println(lock.TTL())
 	_ = lock.Unlock(ctx)
 	// Output: 30s
+}
+
+// TestDefaultCoordinators: one coordinator where the Go scheduler has one or
+// two Ps, two above, read when the defaults are made; an engine built then
+// runs with that many, and WithCoordinators still overrides it.
+func TestDefaultCoordinators(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, tc := range []struct{ procs, want int }{{1, 1}, {2, 1}, {3, 2}, {16, 2}} {
+		runtime.GOMAXPROCS(tc.procs)
+		if got := api.DefaultOptions().Coordinators; got != tc.want {
+			t.Errorf("GOMAXPROCS %d: DefaultOptions().Coordinators = %d, want %d", tc.procs, got, tc.want)
+		}
+		e, err := engine.NewMemory(3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := e.Options().Coordinators; got != tc.want {
+			t.Errorf("GOMAXPROCS %d: engine's Coordinators = %d, want %d", tc.procs, got, tc.want)
+		}
+		_ = e.Close()
+		e, err = engine.NewMemory(3, api.WithCoordinators(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := e.Options().Coordinators; got != 3 {
+			t.Errorf("GOMAXPROCS %d: WithCoordinators(3) gave %d", tc.procs, got)
+		}
+		_ = e.Close()
+	}
 }
