@@ -27,6 +27,10 @@ vet:
 
 test: deps fmt-check vet portability
 	$(GO) test -race -count=1 -timeout 10m ./...
+	# the engine's tests again with four Ps: the default is then two
+	# coordinator shards (one on two Ps, as here), so the paths between
+	# shards run under every test too
+	$(GO) test -race -count=1 -timeout 10m -cpu 4 ./engine
 	# admission control on real masters under CPU hogs: the race detector
 	# slows the engine past the master timeout, so this one runs without it
 	$(GO) test -count=1 -timeout 5m -run '^TestOverloadOnRealMasters$$' ./bench

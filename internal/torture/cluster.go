@@ -128,7 +128,7 @@ func (r *run) setupCluster(ctx context.Context) error {
 		if !r.cfg.Quarantine {
 			q = api.WithoutRestartQuarantine()
 		}
-		opts := []api.Option{api.WithTTL(r.cfg.TTL), api.WithMasterTimeout(r.cfg.MasterTimeout), q}
+		opts := []api.Option{api.WithTTL(r.cfg.TTL), api.WithMasterTimeout(r.cfg.MasterTimeout), q, coordinators(e)}
 		if r.cfg.EngineLog != nil {
 			h := slog.NewTextHandler(r.cfg.EngineLog, &slog.HandlerOptions{Level: slog.LevelWarn})
 			opts = append(opts, api.WithLogger(slog.New(h).With("engine", e+1)))

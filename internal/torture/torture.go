@@ -461,7 +461,7 @@ func (r *run) setup(ctx context.Context) error {
 		if !r.cfg.Quarantine {
 			q = api.WithoutRestartQuarantine()
 		}
-		opts := []api.Option{api.WithTTL(r.cfg.TTL), api.WithMasterTimeout(r.cfg.MasterTimeout), q}
+		opts := []api.Option{api.WithTTL(r.cfg.TTL), api.WithMasterTimeout(r.cfg.MasterTimeout), q, coordinators(e)}
 		if r.cfg.EngineLog != nil {
 			h := slog.NewTextHandler(r.cfg.EngineLog, &slog.HandlerOptions{Level: slog.LevelWarn})
 			opts = append(opts, api.WithLogger(slog.New(h).With("engine", e+1)))
@@ -711,3 +711,10 @@ func round(x float64, digits int) float64 {
 func (r *run) rngFor(stream uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(r.cfg.Seed, stream))
 }
+
+// coordinators gives the engines one and two coordinator shards in turn.
+// The default is one on a machine of two cores, the one CI and most
+// tortures run on; alternating keeps the paths between shards (a multi-key
+// release waking waiters of another shard, calls routed by semaphore name)
+// under the faults whatever the machine.
+func coordinators(e int) api.Option { return api.WithCoordinators(1 + e%2) }
