@@ -57,7 +57,7 @@ type Options struct {
 	// Coordinators is the number of coordinator actors; keys are sharded
 	// over them. Default: 1 where GOMAXPROCS is 1 or 2 when DefaultOptions
 	// runs (at the engine's construction), 2 above. On two cores a second
-	// coordinator only adds hand-offs between them: one took 8-9 % off the
+	// coordinator only adds hand-offs between them: one took 7-10 % off the
 	// engine's CPU per lock on memory masters and changed nothing on Redis
 	// (BENCHMARKS.md, "One coordinator on two cores"). Engine-wide.
 	Coordinators int
