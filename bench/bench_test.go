@@ -74,11 +74,12 @@ func BenchmarkTuning(b *testing.B) {
 		opts  []api.Option
 		flush time.Duration // the Redis transport's WriteFlushInterval
 	}{
-		{name: "default"}, // 512 ops a batch, 1 batch in flight per master, 2 coordinators, no write coalescing
+		{name: "default"}, // 512 ops a batch, 1 batch in flight per master, 1 coordinator on two Ps (2 above), no write coalescing
 		{name: "inflight=2", opts: []api.Option{api.WithBatching(512, 2)}},
 		{name: "inflight=4", opts: []api.Option{api.WithBatching(512, 4)}},
 		{name: "batch=64", opts: []api.Option{api.WithBatching(64, 2)}},
 		{name: "coordinators=1", opts: []api.Option{api.WithCoordinators(1)}},
+		{name: "coordinators=2", opts: []api.Option{api.WithCoordinators(2)}},
 		{name: "coordinators=4", opts: []api.Option{api.WithCoordinators(4)}},
 		{name: "flush=50us", flush: 50 * time.Microsecond},
 		{name: "flush=200us", flush: 200 * time.Microsecond},

@@ -78,8 +78,9 @@ func (m NodeMode) String() string {
 
 // Variant is one way of building the pattern with protoactor-go.
 type Variant struct {
-	// Coordinators is the number of coordinator shards (the engine's
-	// default is 2).
+	// Coordinators is the number of coordinator shards. 0 means 2, the
+	// engine's default when these variants were named; the engine now
+	// defaults to 1 on one or two Ps (api.Options.Coordinators).
 	Coordinators int
 	// Node is how node actors answer batches.
 	Node NodeMode
