@@ -184,12 +184,27 @@ func testStaleAcquireIsNotSent(t *testing.T, mode Mode) {
 	const ttl = 100 * time.Millisecond // the queue limit: longer than the 30ms timeout
 	first := NewCall(Acquire, "trylock", "a", "v1", ttl, time.Millisecond)
 	second := NewCall(Acquire, "trylock", "b", "v2", ttl, time.Millisecond)
-	for _, call := range []*Call{first, second} {
+	for i, call := range []*Call{first, second} {
 		call.Mode = mode
 		call.Retry = api.DefaultOptions().Retry
 		call.Retry.MaxAttempts = 1
 		if err := c.Submit(call); err != nil {
 			t.Fatal(err)
+		}
+		if i == 0 {
+			// The second acquire must find the first's batch out, so that
+			// it waits in the queue: submitted together, both can reach
+			// the node before it flushes and go in one batch, and there
+			// is nothing stale to drop (a busy machine did that). Waiting
+			// for the bubble to idle takes no fake time: both attempts
+			// still begin at the same instant.
+			synctest.Wait()
+			g.mu.Lock()
+			out := slices.Clone(g.arrived)
+			g.mu.Unlock()
+			if len(out) != 1 || out[0] != 0 {
+				t.Fatalf("the first acquire's batch reached the master at %v; want once, at once", out)
+			}
 		}
 	}
 	// The first batch is held past its timeout until both attempts'
@@ -226,8 +241,7 @@ func testStaleAcquireIsNotSent(t *testing.T, mode Mode) {
 			t.Fatalf("%s: %v; want its batch timed out", call.Key, err)
 		}
 	}
-	// The two calls may reach the node in either order (they go through
-	// different coordinator shards): one was sent at once; the other waited
+	// The first was sent at once; the other waited
 	// behind it until 150ms, past its 100ms queue limit, was dropped then,
 	// and its retry came after a backoff at least as long as the dropped
 	// attempt took (150ms). Sent at 150ms instead, it would have arrived
