@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -60,7 +61,7 @@ func TestUnlockOnImportingNodeLeavesNoKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	onCluster := &fencedEntered{Transport: ct, key: key, entered: make(chan struct{})}
+	onCluster := &fencedEntered{Transport: ct, key: key, entered: make(chan struct{}), granted: make(chan struct{})}
 	ts := []transport.Transport{onCluster}
 	for _, s := range plain {
 		cfg, err := redis.ParseAddr(s.Addr)
@@ -93,6 +94,14 @@ func TestUnlockOnImportingNodeLeavesNoKey(t *testing.T) {
 	a, err := e.Lock(ctx, key, api.WithFencing(false))
 	if err != nil {
 		t.Fatalf("unfenced lock over ASK: %v", err)
+	}
+	// Lock returns once a majority granted: the two plain masters can
+	// answer before the cluster, whose SET takes an ASK redirect, so wait
+	// for the cluster's own grant.
+	select {
+	case <-onCluster.granted:
+	case <-ctx.Done():
+		t.Fatal("the cluster never granted the unfenced lock's SET")
 	}
 	if v, ok := c[dst].GetAsking(t, key); !ok || v != a.Value() {
 		t.Fatalf("the holder's key on the importing node: %q %v, want %q", v, ok, a.Value())
@@ -155,6 +164,18 @@ type fencedEntered struct {
 	key     string
 	armed   atomic.Bool
 	entered chan struct{}
+	// granted is closed when an unfenced acquire of key has come back
+	// granted from the cluster.
+	granted   chan struct{}
+	grantOnce sync.Once
+}
+
+func (f *fencedEntered) noteGrant(ops []transport.Op, res []transport.Result) {
+	for i, op := range ops {
+		if op.Kind == transport.Acquire && op.Key == f.key && res[i].OK {
+			f.grantOnce.Do(func() { close(f.granted) })
+		}
+	}
 }
 
 func (f *fencedEntered) note(ops []transport.Op) {
@@ -167,10 +188,14 @@ func (f *fencedEntered) note(ops []transport.Op) {
 
 func (f *fencedEntered) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
 	f.note(ops)
-	return f.Transport.Do(ctx, ops, res)
+	err := f.Transport.Do(ctx, ops, res)
+	f.noteGrant(ops, res)
+	return err
 }
 
 func (f *fencedEntered) DoServed(ctx context.Context, ops []transport.Op, res []transport.Result, served []transport.Served) error {
 	f.note(ops)
-	return f.Transport.DoServed(ctx, ops, res, served)
+	err := f.Transport.DoServed(ctx, ops, res, served)
+	f.noteGrant(ops, res)
+	return err
 }
