@@ -11,16 +11,17 @@ import (
 	"github.com/quorumlock/redlock/api"
 	"github.com/quorumlock/redlock/engine"
 	"github.com/quorumlock/redlock/internal/redisproc"
+	"github.com/quorumlock/redlock/internal/redistest"
 	"github.com/quorumlock/redlock/transport/rediscluster"
 )
 
 // TestClusterShardQuarantineOtherShardsVote: restart quarantine is per
 // shard. The shard that owns key restarts empty in clusters 0 and 1, and
-// cluster 2 goes down, so every grant needs the votes of both restarted
-// clusters. While the restarted shards are in quarantine, key is refused
-// (they must not vote for their slots), yet a key on the other shard of
-// the same clusters is granted: those shards never restarted, and their
-// clusters' votes count for it.
+// cluster 2 stops answering (silenceCluster), so every grant needs the
+// votes of both restarted clusters. While the restarted shards are in
+// quarantine, key is refused (they must not vote for their slots), yet a
+// key on the other shard of the same clusters is granted: those shards
+// never restarted, and their clusters' votes count for it.
 func TestClusterShardQuarantineOtherShardsVote(t *testing.T) {
 	cs := clusters(t, 3, 2)
 	e := clusterEngine(t, cs, api.WithRestartQuarantine(15*time.Second))
@@ -43,9 +44,8 @@ func TestClusterShardQuarantineOtherShardsVote(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, s := range cs[2] {
-		s.Kill()
-	}
+	silenceCluster(cs[2])
+	defer resumeCluster(cs[2]) // before the Unlocks, which wait for every master
 
 	quarantined := func(when string) { refusedForQuarantine(t, e, held, key, when) }
 	quarantined("after the restart")
@@ -62,11 +62,34 @@ func TestClusterShardQuarantineOtherShardsVote(t *testing.T) {
 			t.Errorf("cluster %d: %q not set on its shard %d", ci, other, 1-sh)
 		}
 	}
+	// Still in quarantine after the grant: the grant fell within it.
+	quarantined("after the other key's grant")
+	resumeCluster(cs[2])
 	if err := l.Unlock(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	// Still in quarantine after the grant: the grant fell within it.
-	quarantined("after the other key's grant")
+}
+
+// silenceCluster stops every server of c: their connections stay open and
+// nothing is answered, so an op sent there waits for the master timeout.
+// Killed instead, c refused at once, as the quarantined shards do, and an
+// attempt was decided by the first two of three quick refusals: with one P
+// nearly always the same two, one of them c's, and refusedForQuarantine
+// never saw both restarted shards refuse (it failed every run at -cpu 1).
+// Silent, c leaves the decision to the two restarted clusters.
+func silenceCluster(c []*redistest.Server) {
+	for _, s := range c {
+		s.Pause()
+	}
+}
+
+// resumeCluster undoes silenceCluster. An Unlock waits for every master,
+// and for one that is silent, up to the lock's TTL (its silence limit):
+// resumed, c answers what waited for it.
+func resumeCluster(c []*redistest.Server) {
+	for _, s := range c {
+		s.Resume()
+	}
 }
 
 // refusedForQuarantine waits (while held is valid) for key to be refused
@@ -93,10 +116,10 @@ func refusedForQuarantine(t *testing.T, e *engine.Engine, held api.Lock, key, wh
 
 // TestClusterShardQuarantineFollowsKeys: a loss travels with its slots.
 // The shard that owns key restarts empty in clusters 0 and 1 (cluster 2
-// goes down), and then, while it is in quarantine, key's slot is moved to
-// the other shard, which has been up for long. That shard must not grant
-// key either until the restarted shard's quarantine ends: it took over
-// the slot of a shard that had lost key.
+// stops answering), and then, while it is in quarantine, key's slot is
+// moved to the other shard, which has been up for long. That shard must
+// not grant key either until the restarted shard's quarantine ends: it
+// took over the slot of a shard that had lost key.
 func TestClusterShardQuarantineFollowsKeys(t *testing.T) {
 	cs := clusters(t, 3, 2)
 	e := clusterEngine(t, cs, api.WithRestartQuarantine(15*time.Second))
@@ -110,9 +133,8 @@ func TestClusterShardQuarantineFollowsKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, s := range cs[2] {
-		s.Kill()
-	}
+	silenceCluster(cs[2])
+	defer resumeCluster(cs[2]) // before held's Unlock, which waits for every master
 	refusedForQuarantine(t, e, held, key, "after the restart")
 
 	// The slot moves, with no key to migrate: the restarted shard lost it.
