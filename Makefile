@@ -53,6 +53,22 @@ portability:
 	@echo "go build ./cmd/redlock for windows/amd64"
 	@GOOS=windows GOARCH=amd64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/redlock
 
+# make test-load - the race-detector tests beside CPU hogs, at one, two and four Ps: the way to
+# find a test that fails only on a busy machine or at GOMAXPROCS 1, as four did in CI or by hand.
+# Not part of `make test`: with the defaults it runs the suite three times beside two hogs
+# (not timed end to end here; cmd/redlock alone takes about 8 minutes a run).
+# HOGS busy loops, COUNT runs per -cpu setting, PKGS the packages.
+HOGS ?= 2
+COUNT ?= 1
+PKGS ?= ./...
+
+.PHONY: test-load
+test-load: deps
+	@set -e; pids=; trap 'kill $$pids 2>/dev/null' EXIT; \
+	for i in $$(seq $(HOGS)); do (while :; do :; done) & pids="$$pids $$!"; done; \
+	echo "$(HOGS) CPU hogs:$$pids"; \
+	$(GO) test -race -count=$(COUNT) -cpu 1,2,4 -timeout 60m $(PKGS)
+
 # make torture - ten minutes of every fault kind (the default --faults list) and every workload
 # (mutex, semaphore, read-write) on five real redis-server masters, with the history checker
 # (SAFETY.md). TORTURE_FLAGS overrides.
