@@ -25,12 +25,22 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
+# The race-detector tests run as two streams of one test binary each (-p 1), as many at once as
+# go test's default -p 2 ran here: cmd/redlock, whose tortures run one after another for about
+# eight minutes, and beside it every other package, then the engine's tests again with four Ps (the
+# default is then two coordinator shards, one on two Ps as here, so the paths between shards run
+# under every test too). Run after the first pass, as before, that second pass added its two
+# minutes to the wall time; beside cmd/redlock it fits in the time the other packages left idle.
+# cmd/redlock's output is held and printed at the end, so the two streams do not interleave.
+TEST_RACE := $(GO) test -race -count=1 -p 1 -timeout 10m
 test: deps fmt-check vet portability
-	$(GO) test -race -count=1 -timeout 10m ./...
-	# the engine's tests again with four Ps: the default is then two
-	# coordinator shards (one on two Ps, as here), so the paths between
-	# shards run under every test too
-	$(GO) test -race -count=1 -timeout 10m -cpu 4 ./engine
+	@set -e; out=$$(mktemp); trap 'rm -f $$out' EXIT; \
+	echo "$(TEST_RACE) ./cmd/redlock (in the background; its output follows the others')"; \
+	$(TEST_RACE) ./cmd/redlock >$$out 2>&1 & bg=$$!; \
+	rc=0; pkgs=$$($(GO) list ./... | grep -v '/cmd/redlock$$'); \
+	echo "$(TEST_RACE) <every other package>"; $(TEST_RACE) $$pkgs || rc=1; \
+	echo "$(TEST_RACE) -cpu 4 ./engine"; $(TEST_RACE) -cpu 4 ./engine || rc=1; \
+	wait $$bg || rc=1; cat $$out; exit $$rc
 	# admission control on real masters under CPU hogs: the race detector
 	# slows the engine past the master timeout, so this one runs without it
 	$(GO) test -count=1 -timeout 5m -run '^TestOverloadOnRealMasters$$' ./bench
