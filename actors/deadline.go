@@ -18,13 +18,20 @@ import (
 // done for good), and a done context must stay done. One that never fired
 // was used by a Do that has returned, and the transport contract says Do does
 // not use an unfinished context after returning.
+//
+// The timer runs only once the transport asks for Done: a transport that
+// waits does (Redis selects on it for every batch), and one that answers at
+// once, like the memory masters, only asks Err, which then reads the clock
+// instead. Arming and stopping a timer per batch went into the timers' heap
+// twice for a deadline that nobody watched.
 type deadline struct {
 	timer *time.Timer
 	at    time.Time
 	done  chan struct{}
 
-	mu  sync.Mutex
-	err error
+	mu    sync.Mutex
+	armed bool // the timer runs for this batch: Done was asked for
+	err   error
 }
 
 func newDeadline() *deadline {
@@ -43,36 +50,66 @@ func (d *deadline) arm(timeout time.Duration) time.Time {
 }
 
 // armAt starts d for a batch sent at sent (a clock read the caller already
-// has, no later than now) that may run for timeout. Deadline reports
-// sent + timeout, no later than the timer fires, which counts timeout from
-// now: a transport that sets its own I/O deadline from it stops no later
-// than d is done.
+// has, no later than now) that may run for timeout: d is done at
+// sent + timeout, which Deadline reports, so a transport that sets its own
+// I/O deadline from it stops no later than d is done.
 func (d *deadline) armAt(sent time.Time, timeout time.Duration) {
 	d.at = sent.Add(timeout)
-	d.timer.Reset(timeout)
 }
 
-// disarm stops d after its batch and reports whether d can be armed again.
+// disarm stops d after its batch and reports whether d can be armed again:
+// only if it never ended, nor was about to (a timer that had fired).
 func (d *deadline) disarm() bool {
-	return d.timer.Stop()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.armed && !d.timer.Stop() {
+		return false
+	}
+	d.armed = false
+	return d.err == nil
 }
 
 func (d *deadline) expire() {
 	d.mu.Lock()
+	d.expireLocked()
+	d.mu.Unlock()
+}
+
+func (d *deadline) expireLocked() {
 	if d.err == nil {
 		d.err = context.DeadlineExceeded
 		close(d.done)
 	}
-	d.mu.Unlock()
 }
 
 func (d *deadline) Deadline() (time.Time, bool) { return d.at, true }
-func (d *deadline) Done() <-chan struct{}       { return d.done }
 func (d *deadline) Value(any) any               { return nil }
 
+// Done arms the timer for the rest of the batch's time, the first time it is
+// asked for.
+func (d *deadline) Done() <-chan struct{} {
+	d.mu.Lock()
+	if !d.armed && d.err == nil {
+		d.armed = true
+		if wait := time.Until(d.at); wait > 0 {
+			d.timer.Reset(wait)
+		} else {
+			d.expireLocked()
+		}
+	}
+	d.mu.Unlock()
+	return d.done
+}
+
+// Err reads the clock while nobody asked for Done, so that a transport that
+// only polls Err still sees the deadline pass; once the timer runs, the
+// timer alone ends d, so Err and Done never disagree.
 func (d *deadline) Err() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if !d.armed && d.err == nil && !time.Now().Before(d.at) {
+		d.expireLocked()
+	}
 	return d.err
 }
 
