@@ -399,9 +399,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for _, f := range cfg.Faults {
 		r.faults[f] = 0
 	}
-	for i := range cfg.Keys {
-		r.keys = append(r.keys, "torture:"+strconv.Itoa(i))
-	}
+	r.initKeys()
 	defer r.teardown()
 	if err := r.setup(ctx); err != nil {
 		return nil, err
@@ -410,6 +408,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	return r.execute(ctx)
+}
+
+// initKeys names the keys the mutex clients share.
+func (r *run) initKeys() {
+	for i := range r.cfg.Keys {
+		r.keys = append(r.keys, "torture:"+strconv.Itoa(i))
+	}
 }
 
 func (r *run) setup(ctx context.Context) error {
