@@ -304,7 +304,7 @@ func (r *run) clusterCounters(m int) map[string]int64 {
 			cancel()
 			continue
 		}
-		for _, k := range r.keys {
+		for _, k := range r.fenced {
 			var v radix.Maybe
 			var s string
 			v.Rcv = &s

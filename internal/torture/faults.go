@@ -236,8 +236,8 @@ func (r *run) restartAll(victims []int, restart func(i, m int) func(context.Cont
 // fenceWant is the largest token granted of every key that has one: what
 // a master must keep for the fencing claim to hold.
 func (r *run) fenceWant() map[string]int64 {
-	want := make(map[string]int64, len(r.keys))
-	for _, k := range r.keys {
+	want := make(map[string]int64, len(r.fenced))
+	for _, k := range r.fenced {
 		if t := r.rec.MaxToken(k); t > 0 {
 			want[k] = t
 		}
@@ -249,7 +249,7 @@ func (r *run) fenceWant() map[string]int64 {
 // keep at its largest token (counters[m] is master m's reading, nil for
 // none), and how many do.
 func (r *run) fenceShort(want map[string]int64, counters []map[string]int64) (key string, keep int, token int64, short bool) {
-	for _, k := range r.keys {
+	for _, k := range r.fenced {
 		t, ok := want[k]
 		if !ok {
 			continue
@@ -275,7 +275,7 @@ func oneBased(ms []int) []int {
 	return out
 }
 
-// readCounters reads every key's fencing counter on one master.
+// readCounters reads every fenced key's counter on one master.
 func (r *run) readCounters(addr string) (map[string]int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -284,10 +284,10 @@ func (r *run) readCounters(addr string) (map[string]int64, error) {
 		return nil, err
 	}
 	defer c.Close()
-	vals := make([]string, len(r.keys))
-	nulls := make([]radix.Maybe, len(r.keys))
+	vals := make([]string, len(r.fenced))
+	nulls := make([]radix.Maybe, len(r.fenced))
 	p := radix.NewPipeline()
-	for i, k := range r.keys {
+	for i, k := range r.fenced {
 		nulls[i] = radix.Maybe{Rcv: &vals[i]}
 		// The count is field "n" of the counter's hash (transport.AcquireFenced).
 		p.Append(radix.Cmd(&nulls[i], "HGET", transport.FenceKey(k), "n"))
@@ -295,8 +295,8 @@ func (r *run) readCounters(addr string) (map[string]int64, error) {
 	if err := c.Do(ctx, p); err != nil {
 		return nil, err
 	}
-	out := make(map[string]int64, len(r.keys))
-	for i, k := range r.keys {
+	out := make(map[string]int64, len(r.fenced))
+	for i, k := range r.fenced {
 		if nulls[i].Null {
 			continue
 		}

@@ -349,6 +349,7 @@ type run struct {
 	links    [][]*faulty.Transport // [engine][master]
 	engines  []*engine.Engine
 	keys     []string
+	fenced   []string // keys and semaphore slots: what the fence-reset check reads (initKeys)
 	rec      *history.Recorder
 	quorum   int
 	probe    *probe      // this process's starvation probe (probe.go); nil: none
@@ -410,10 +411,21 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return r.execute(ctx)
 }
 
-// initKeys names the keys the mutex clients share.
+// initKeys names the keys the mutex clients share, and every key a fenced
+// grant can be recorded under (fenced): those and, with the semaphore
+// workload, each semaphore's slot keys, whose permits are fenced locks too.
 func (r *run) initKeys() {
 	for i := range r.cfg.Keys {
 		r.keys = append(r.keys, "torture:"+strconv.Itoa(i))
+	}
+	r.fenced = r.keys
+	if slices.Contains(r.cfg.Workloads, WorkloadSemaphore) {
+		r.fenced = slices.Clone(r.keys)
+		for i := range semaphores {
+			for s := range 1 + i%semMaxPermits {
+				r.fenced = append(r.fenced, api.SemaphoreSlot("torture-sem:"+strconv.Itoa(i), s))
+			}
+		}
 	}
 }
 
