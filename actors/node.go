@@ -41,7 +41,7 @@ type node struct {
 	work     chan *batch
 	free     []*batch
 	drained  []chan struct{}
-	counts   []int // per-shard reply counts, scratch for deliver
+	outbox   []*nodeReplies // per-shard reply messages, scratch for deliver
 	q        *quarantine
 	m        *Metrics
 	in       *intake      // where the coordinators' ops arrive (intake.go)
@@ -140,7 +140,7 @@ func (n *node) Receive(ctx actor.Context) {
 		if n.maxInFlight > 1 {
 			n.busy = make([]uint32, busySlots)
 		}
-		n.counts = make([]int, len(n.coords))
+		n.outbox = make([]*nodeReplies, len(n.coords))
 		// Long-lived I/O goroutines, one per batch allowed in flight: a
 		// channel hand-off is cheaper than a goroutine per batch.
 		n.work = make(chan *batch, n.maxInFlight)
@@ -308,25 +308,28 @@ func (n *node) fail(r *opRequest, err error) {
 	}
 }
 
-// deliver routes results back, one message per coordinator shard.
+// deliver routes results back, one message per coordinator shard. Every
+// message is filled before the first goes out: once a coordinator has its
+// replies it may recycle their requests (reqpool.go), so the node must not
+// read a request of any shard after a Send.
 func (n *node) deliver(reqs []*opRequest, res []transport.Result, sent time.Time) {
-	clear(n.counts)
-	for _, r := range reqs {
-		if r.reply {
-			n.counts[r.shard]++
-		}
-	}
-	for shard, c := range n.counts {
-		if c == 0 {
+	out := n.outbox
+	for i, r := range reqs {
+		if !r.reply {
 			continue
 		}
-		m := getReplies(n.index)
-		for i, r := range reqs {
-			if r.reply && int(r.shard) == shard {
-				m.items = append(m.items, reply{req: r, res: res[i], sent: sent})
-			}
+		m := out[r.shard]
+		if m == nil {
+			m = getReplies(n.index)
+			out[r.shard] = m
 		}
-		n.root.Send(n.coords[shard], m)
+		m.items = append(m.items, reply{req: r, res: res[i], sent: sent})
+	}
+	for shard, m := range out {
+		if m != nil {
+			out[shard] = nil
+			n.root.Send(n.coords[shard], m)
+		}
 	}
 }
 
