@@ -44,6 +44,8 @@ test: deps fmt-check vet portability
 	# admission control on real masters under CPU hogs: the race detector
 	# slows the engine past the master timeout, so this one runs without it
 	$(GO) test -count=1 -timeout 5m -run '^TestOverloadOnRealMasters$$' ./bench
+	# allocation counts: the race detector's sync.Pool drops what it is given
+	$(GO) test -count=1 -timeout 5m -run 'Alloc' ./engine ./transport/memory
 	cd examples/rueidis && GOWORK=off $(GO) mod tidy -diff && GOWORK=off $(GO) vet ./... && \
 		GOWORK=off $(GO) test -race -count=1 -timeout 5m ./...
 	cd bench/redsync && GOWORK=off $(GO) mod tidy -diff

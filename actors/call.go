@@ -246,6 +246,10 @@ type opRequest struct {
 	// (slow.go: an acquire's or an Unlock's op that wants a reply), for
 	// op.TTL, the call's silenceLimit.
 	slowable bool
+	// refs counts the answers its coordinator still awaits before it may
+	// reuse the request; 0 for a request that is not reused (reqpool.go).
+	// Only that coordinator reads or writes it.
+	refs int32
 }
 
 // reply is one master's answer to one opRequest.

@@ -43,6 +43,9 @@ type coordinator struct {
 
 	// retired: pooled calls let go at the end of this Receive (callpool.go).
 	retired []*Call
+	// freeReqs: requests to reuse; doneReqs: freed in this Receive, to go
+	// there at its end (reqpool.go).
+	freeReqs, doneReqs []*opRequest
 
 	// restart: what a panic lost, answered for at the restart (coordrestart.go).
 	restart coordRestart
@@ -79,6 +82,7 @@ func (c *coordinator) Receive(ctx actor.Context) {
 	case *nodeReplies:
 		for i := range m.items {
 			c.onReply(ctx, m.node, &m.items[i])
+			c.answered(m.items[i].req)
 		}
 		putReplies(m)
 	case *Call:
@@ -123,6 +127,9 @@ func (c *coordinator) Receive(ctx actor.Context) {
 	}
 	if len(c.retired) != 0 {
 		c.retireAll()
+	}
+	if len(c.doneReqs) != 0 {
+		c.freeDone()
 	}
 }
 
@@ -237,7 +244,13 @@ func (c *coordinator) attempt(ctx actor.Context, call *Call) {
 
 // send fans one op out to every master at once; one message, shared by all.
 func (c *coordinator) send(ctx actor.Context, call *Call, kind transport.OpKind, reply bool) {
-	r := &opRequest{
+	var r *opRequest
+	if reply {
+		r = c.newRequest()
+	} else {
+		r = new(opRequest)
+	}
+	*r = opRequest{
 		call:  call,
 		gen:   call.life,
 		hash:  call.hash,
@@ -245,6 +258,9 @@ func (c *coordinator) send(ctx actor.Context, call *Call, kind transport.OpKind,
 		op:    transport.Op{Kind: kind, Key: call.Key, Keys: call.Keys, Value: call.Value, TTL: call.TTL},
 		shard: c.shard,
 		reply: reply,
+	}
+	if reply {
+		r.refs = int32(len(c.nodes)) // one answer from each (reqpool.go)
 	}
 	r.slowable = reply && (call.Kind == Acquire || call.Kind == Release)
 	if kind == transport.RaiseFence {

@@ -44,6 +44,9 @@ func (c *coordinator) resendUnsent(ctx actor.Context, call *Call, node int, rep 
 		return false
 	}
 	call.resent++
+	if rep.req.refs > 0 {
+		rep.req.refs++ // one more answer owed (reqpool.go)
+	}
 	c.toNode(ctx, node, rep.req)
 	return true
 }
