@@ -254,21 +254,25 @@ type opRequest struct {
 
 // reply is one master's answer to one opRequest.
 type reply struct {
-	req  *opRequest
-	res  transport.Result
-	sent time.Time // when the op's batch went to the transport; zero if never sent
+	req *opRequest
+	res transport.Result
 }
 
 // nodeReplies carries the replies of one batch of one master to one
 // coordinator shard: one message per batch instead of one per operation.
+// The batch's send time is the message's, not each reply's: a reply is 40
+// bytes instead of 64 for the coordinator to read on its core.
 type nodeReplies struct {
 	node  int
+	sent  time.Time // when the batch went to the transport; zero if never sent
 	items []reply
 }
 
 // Reply messages are pooled: the coordinator is their only reader and
-// hands them back once it has counted them.
-var repliesPool = sync.Pool{New: func() any { return &nodeReplies{items: make([]reply, 0, 16)} }}
+// hands them back once it has counted them. They start with room for the
+// replies of a batch at 256 lockers (about 18 a master), where a smaller
+// slice was grown by most messages a pool had just made.
+var repliesPool = sync.Pool{New: func() any { return &nodeReplies{items: make([]reply, 0, 64)} }}
 
 func getReplies(node int) *nodeReplies {
 	m := repliesPool.Get().(*nodeReplies)
@@ -278,7 +282,7 @@ func getReplies(node int) *nodeReplies {
 
 func putReplies(m *nodeReplies) {
 	clear(m.items) // drop the pointers to calls
-	m.items = m.items[:0]
+	m.items, m.sent = m.items[:0], time.Time{}
 	repliesPool.Put(m)
 }
 

@@ -81,7 +81,7 @@ func (c *coordinator) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *nodeReplies:
 		for i := range m.items {
-			c.onReply(ctx, m.node, &m.items[i])
+			c.onReply(ctx, m.node, m.sent, &m.items[i])
 			c.answered(m.items[i].req)
 		}
 		putReplies(m)
@@ -276,7 +276,7 @@ func (c *coordinator) send(ctx actor.Context, call *Call, kind transport.OpKind,
 	}
 }
 
-func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
+func (c *coordinator) onReply(ctx actor.Context, node int, sent time.Time, rep *reply) {
 	call := rep.req.call
 	if !call.current(rep.req.gen) {
 		return // a reply to a lifetime of the Call that has ended (callpool.go)
@@ -291,8 +291,8 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 	if c.resendUnsent(ctx, call, node, rep) {
 		return
 	}
-	c.stillSlow(call, rep)
-	stillStale(call, rep) // not-sent and queue-stale retries: a TTL at a stretch too
+	c.stillSlow(call, rep, sent)
+	stillStale(call, rep, sent) // not-sent and queue-stale retries: a TTL at a stretch too
 	call.replied++
 	call.answered |= 1 << node
 	switch {
@@ -309,8 +309,8 @@ func (c *coordinator) onReply(ctx actor.Context, node int, rep *reply) {
 		call.granted++
 		call.grants |= 1 << node
 		call.token = max(call.token, rep.res.Token)
-		if (call.phase == phaseAcquiring || call.phase == phaseExtending) && (call.sent.IsZero() || rep.sent.Before(call.sent)) {
-			call.sent = rep.sent
+		if (call.phase == phaseAcquiring || call.phase == phaseExtending) && (call.sent.IsZero() || sent.Before(call.sent)) {
+			call.sent = sent
 		}
 	case rep.req.resent && resentCounts(call):
 		// A release sent again after a slow master's timeout: its refusal

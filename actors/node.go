@@ -321,9 +321,10 @@ func (n *node) deliver(reqs []*opRequest, res []transport.Result, sent time.Time
 		m := out[r.shard]
 		if m == nil {
 			m = getReplies(n.index)
+			m.sent = sent
 			out[r.shard] = m
 		}
-		m.items = append(m.items, reply{req: r, res: res[i], sent: sent})
+		m.items = append(m.items, reply{req: r, res: res[i]})
 	}
 	for shard, m := range out {
 		if m != nil {

@@ -168,12 +168,12 @@ func resentCounts(call *Call) bool {
 // a master that answers other keys' ops resets it, and one that never
 // answers this call's key (a paused shard behind a transport that serves
 // several) kept a TryLock retrying, and an Unlock resending, without end.
-func (c *coordinator) stillSlow(call *Call, rep *reply) {
+func (c *coordinator) stillSlow(call *Call, rep *reply, sent time.Time) {
 	se, ok := rep.res.Err.(*slowError)
 	if !ok {
 		return
 	}
-	if overloadSpent(call, rep.sent) {
+	if overloadSpent(call, sent) {
 		rep.res.Err = se.err
 	}
 }

@@ -1,6 +1,9 @@
 package actors
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // errStaleTooLong is an acquire's errStale once its call has met overload
 // for its TTL at a stretch (stillStale): a failure, no longer an uncounted
@@ -18,11 +21,11 @@ var errStaleTooLong = errors.New("timed out waiting in the node's queue, or not 
 // with slow masters and late grants, since all three are one overload):
 // from the first such op's send (or its drop, for one never sent), a TTL at
 // most, after which the drop is a failure.
-func stillStale(call *Call, rep *reply) {
+func stillStale(call *Call, rep *reply, sent time.Time) {
 	if rep.res.Err != errStale || (call.phase != phaseAcquiring && call.phase != phaseFencing) {
 		return
 	}
-	if overloadSpent(call, rep.sent) {
+	if overloadSpent(call, sent) {
 		rep.res.Err = errStaleTooLong
 	}
 }
