@@ -208,6 +208,17 @@ func (c *Call) from() time.Time {
 	return c.sent
 }
 
+// monoNow is now, read as base plus the time since base: one read of the
+// monotonic clock where time.Now reads the wall clock too, about half a
+// clock read's cost, which the coordinator pays on every grant. base must
+// come from time.Now (it then carries a monotonic reading; without one,
+// time.Since reads both clocks and the result is time.Now's). The wall
+// clock of the result is base's plus the monotonic time since, so a step
+// of the wall clock during the round trip moves neither the validity nor
+// the grant's Start. In a testing/synctest bubble time.Since reads the
+// bubble's clock.
+func monoNow(base time.Time) time.Time { return base.Add(time.Since(base)) }
+
 // acquires reports whether kind takes a key (a SET of some kind): such an
 // op is worth sending only while its attempt can still win (opRequest's
 // deadline), and the node drops it unsent after that.
