@@ -4,8 +4,8 @@ package actors
 // and an Unlock's release, the two ops of every lock cycle. They were two
 // allocations of 144 bytes a cycle, 40 % of the bytes a cycle allocated on
 // the memory masters at 256 lockers, where the collector and the allocator
-// took 7.9 % of the CPU samples, and 4.9 % without them (BENCHMARKS.md,
-// "Thirteenth session").
+// took 7.9 % of the CPU samples; 4.9 % once they were reused (with the
+// smaller reply messages; BENCHMARKS.md, "Thirteenth session").
 //
 // A request may be reused only once nothing can read it again. The
 // coordinator that sent it is the only one that gets its replies (each
