@@ -180,7 +180,7 @@ func runWorkload(b *testing.B, client bench.Client, w bench.Workload, fairness b
 		rec.TrackWorkers(w.Concurrency)
 	}
 	b.ReportAllocs()
-	xcore0, haveX0 := bench.CoreRoundTrip(xcoreRounds, time.Second)
+	xcore0, haveX0 := coreRoundTrip()
 	b.ResetTimer()
 	var pids []int
 	if p := serverPids.Load(); p != nil {
@@ -194,7 +194,7 @@ func runWorkload(b *testing.B, client bench.Client, w bench.Workload, fairness b
 	cost := bench.ReadCost().Sub(cost0)
 	m := bench.ReadMachine(pids).Sub(m0)
 	b.StopTimer()
-	xcore1, haveX1 := bench.CoreRoundTrip(xcoreRounds, time.Second)
+	xcore1, haveX1 := coreRoundTrip()
 	s := rec.Summarize(elapsed)
 	if s.Errors > 0 {
 		b.Logf("%d of %d cycles failed; the first: %v", s.Errors, s.Cycles, s.FirstErr)
@@ -221,6 +221,19 @@ func runWorkload(b *testing.B, client bench.Client, w bench.Workload, fairness b
 
 // xcoreRounds: 100k round trips take 5-35 ms, outside the timed part.
 const xcoreRounds = 100_000
+
+// XcoreEnv set to "off" skips the probe of where the cores sit. Under
+// valgrind, which runs one thread at a time, the probe's two goroutines
+// spin until its time budget runs out, and the instructions they burn
+// swamp a count of the benchmark's own (bench/instructions.sh).
+const XcoreEnv = "REDLOCK_BENCH_XCORE"
+
+func coreRoundTrip() (time.Duration, bool) {
+	if os.Getenv(XcoreEnv) == "off" {
+		return 0, false
+	}
+	return bench.CoreRoundTrip(xcoreRounds, time.Second)
+}
 
 // ReportCost reports cost spent over cycles as the per-cycle metrics Run
 // describes.
