@@ -257,7 +257,10 @@ func TestSchedManyDueAtOnce(t *testing.T) {
 			ttl   = time.Second
 		)
 		// Eight batches in flight: a node sends each op as it comes, so a
-		// master sees every extension whose call is out.
+		// master sees every extension whose call is out, unless two of the
+		// eight keys share a slot of the node's in-flight table (hashed with
+		// a seed drawn per process): the second then waits for the first's
+		// batch, which the gate holds (below).
 		e, m := schedEngine(t, api.WithTTL(ttl), api.WithBatching(512, slots))
 		SetAutoSlots(e, slots)
 		ctx := context.Background()
@@ -275,8 +278,11 @@ func TestSchedManyDueAtOnce(t *testing.T) {
 		before := runtime.NumGoroutine()
 		time.Sleep(ttl * 6 / 10) // every first extension is due
 		synctest.Wait()
-		if n := len(m.extended()); n != slots {
-			t.Fatalf("%d extensions out with %d slots", n, slots)
+		// One shared slot among eight keys in 4096 slots happens in about
+		// 0.7 % of processes (it made this check fail in 5 of 1086 runs);
+		// two, which one short of slots-1 would need, in about 0.002 %.
+		if n := len(m.extended()); n > slots || n < slots-1 {
+			t.Fatalf("%d extensions reached the master with %d slots out", n, slots)
 		}
 		if d := runtime.NumGoroutine() - before; d > slots+4 {
 			t.Fatalf("%d more goroutines with %d locks due and %d slots: a goroutine per due lock", d, locks, slots)
