@@ -336,7 +336,8 @@ func (c *coordinator) onReply(ctx actor.Context, node int, sent time.Time, rep *
 			// The keys live until at least from + TTL - drift; v is what
 			// is left of that now, so the lock's deadline (Start +
 			// Validity) charges the round trip once.
-			from, now := call.from(), monoNow(call.from())
+			from := call.from()
+			now := monoNow(from)
 			v := call.TTL - now.Sub(from) - call.Drift
 			switch {
 			case v <= 0 && c.tooLate(call, now) && stillLate(call, now):
@@ -388,7 +389,8 @@ func (c *coordinator) onReply(ctx actor.Context, node int, sent time.Time, rep *
 		}
 	case phaseExtending:
 		if call.granted >= c.quorum {
-			from, now := call.from(), monoNow(call.from())
+			from := call.from()
+			now := monoNow(from)
 			if v := call.TTL - now.Sub(from) - call.Drift; v > 0 {
 				call.Start, call.Validity = now, v
 				c.finish(ctx, call, nil)
