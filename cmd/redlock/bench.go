@@ -118,7 +118,7 @@ interrupted.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&nodes, "nodes", "", "comma-separated Redis masters (host:port, redis://[user:pass@]host:port[/db], rediss://...); default $"+nodesEnv+", else five embedded in-memory masters")
+	f.StringVar(&nodes, "nodes", "", "comma-separated Redis masters ("+nodesForms+"); default $"+nodesEnv+", else five embedded in-memory masters")
 	f.IntVar(&o.Spawn, "spawn-redis", 0, "start this many local redis-server processes on free loopback ports for the run (no persistence) and stop them after")
 	f.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "concurrent lockers")
 	f.IntVar(&o.Keys, "keys", o.Keys, "keys the lockers share (Lock, contended); 0: a fresh key per cycle (TryLock)")

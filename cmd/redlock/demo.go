@@ -102,7 +102,7 @@ it did (a bug), 2 on a usage or setup error, 130 when interrupted.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&nodes, "nodes", "", "comma-separated Redis masters (host:port, redis://[user:pass@]host:port[/db], rediss://...); default $"+nodesEnv+", else embedded in-memory masters")
+	f.StringVar(&nodes, "nodes", "", "comma-separated Redis masters ("+nodesForms+"); default $"+nodesEnv+", else embedded in-memory masters")
 	f.IntVar(&o.Masters, "masters", o.Masters, "number of embedded in-memory masters (without --nodes)")
 	f.IntVar(&o.Products, "products", o.Products, "number of products")
 	f.IntVar(&o.Stock, "stock", o.Stock, "items in stock per product")

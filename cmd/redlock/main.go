@@ -79,13 +79,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return ee.code
 }
 
+// nodesForms is how every subcommand's --nodes help names the forms a master
+// can take: they all parse --nodes alike (splitNodes).
+const nodesForms = "host:port, redis://[user:pass@]host:port[/db], rediss://..., or a Redis Cluster as redis+cluster://host:port[;host:port...]"
+
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "redlock",
 		Short: "Distributed locks over N independent masters (Redlock)",
 		Long: `redlock takes distributed locks over N independent masters: a lock is held
 once a majority (N/2+1) of them stored it. Masters come from --nodes or the
-REDLOCK_NODES environment variable (host:port, redis:// or rediss:// URLs).
+REDLOCK_NODES environment variable (host:port, redis:// or rediss:// URLs, or
+a Redis Cluster as redis+cluster://host:port[;host:port...]).
 demo and bench run on five embedded in-memory masters when none are given;
 run and status need real ones.`,
 		SilenceUsage:  true, // run prints usage itself, for usage errors only

@@ -172,7 +172,7 @@ run also says on stderr why it gave up.`,
 	// "redlock run --key K ls -l" needs no "--".
 	f.SetInterspersed(false)
 	f.StringVar(&o.Key, "key", "", "name of the lock (required)")
-	f.StringVar(&nodes, "nodes", "", "comma-separated Redis masters (host:port, redis://[user:pass@]host:port[/db], rediss://...); default $"+nodesEnv+" (required: one or the other)")
+	f.StringVar(&nodes, "nodes", "", "comma-separated Redis masters ("+nodesForms+"); default $"+nodesEnv+" (required: one or the other)")
 	f.DurationVar(&o.TTL, "ttl", o.TTL, "lock time to live; the lock is extended while the command runs")
 	f.DurationVar(&o.Wait, "wait", o.Wait, "how long to wait for the lock; 0 makes one attempt")
 	f.BoolVar(&o.Fencing, "fencing", false, "give the command a fencing token in $"+envToken)

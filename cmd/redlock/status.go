@@ -72,7 +72,7 @@ setup error.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&nodes, "nodes", "", "comma-separated Redis masters (host:port, redis://[user:pass@]host:port[/db], rediss://..., or a Redis Cluster as redis+cluster://host:port[;host:port...]); default $"+nodesEnv)
+	f.StringVar(&nodes, "nodes", "", "comma-separated Redis masters ("+nodesForms+"); default $"+nodesEnv)
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object instead of the table")
 	f.DurationVar(&o.Quarantine, "quarantine", o.Quarantine, "restart quarantine: a master up for less does not vote; 0 for none")
 	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long each master may take to connect and answer")
