@@ -343,5 +343,14 @@ func TestDemoRedis(t *testing.T) {
 		if want := "a majority (3 of 5) of the masters must be up"; !strings.Contains(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
 			t.Errorf("stderr is not one line saying %q:\n%s", want, r.stderr)
 		}
+		// A --timeout shorter than the first lock's wait ends the demo
+		// there: the masters, not the shop's size, are what to fix.
+		r = redlock(t, nil, append([]string{"demo", "--nodes", nodes, "--timeout", "1s"}, shop...)...)
+		if r.code != exitFailure {
+			t.Errorf("--timeout 1s: exit %d, want %d", r.code, exitFailure)
+		}
+		if want := "no lock within --timeout 1s: a majority (3 of 5) of the masters must be up"; !strings.Contains(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("--timeout 1s: stderr is not one line saying %q:\n%s", want, r.stderr)
+		}
 	})
 }
