@@ -302,9 +302,14 @@ func runDemo(ctx context.Context, o demoOptions) (*demoReport, error) {
 		log = io.Discard
 	}
 	if err := probe(ctx, eng, log); err != nil {
-		return nil, ended(ctx, o, err, &exitError{code: exitUsage, err: fmt.Errorf(
-			"cannot take a lock: a majority (%d of %d) of the masters must be up and answering: %s",
-			rep.Quorum, rep.Masters, strings.TrimPrefix(err.Error(), "redlock: "))})
+		need := fmt.Sprintf("a majority (%d of %d) of the masters must be up and answering", rep.Quorum, rep.Masters)
+		last := strings.TrimPrefix(err.Error(), "redlock: ")
+		if errors.Is(context.Cause(ctx), errDemoTimeout) {
+			// Not the shop's size, which ended's message would blame:
+			// no lock was taken yet.
+			return nil, &exitError{code: exitFailure, err: fmt.Errorf("no lock within --timeout %v: %s (last error: %s)", o.Timeout, need, last)}
+		}
+		return nil, ended(ctx, o, err, &exitError{code: exitUsage, err: fmt.Errorf("cannot take a lock: %s: %s", need, last)})
 	}
 
 	un := newShop(o)
