@@ -83,8 +83,10 @@ type Call struct {
 // callState is a Call's per-lifetime state (see Call).
 type callState struct {
 	// Request, set by the caller before Submit and read-only afterwards.
-	// The one-byte fields and slot share a word: a Call is 512 bytes, the
-	// top of its allocation size class, so a padded byte can cost 64.
+	// The one-byte fields and slot share a word, so that none pads a word
+	// of its own: a Call is 592 bytes (size class 640), and nearly every
+	// cache line of it is touched by both the caller and the coordinator
+	// in each lifetime (BENCHMARKS.md, "Fourteenth session").
 	Kind CallKind
 	// Fenced asks for a fencing token (single-key acquire only).
 	Fenced bool

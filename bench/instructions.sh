@@ -9,6 +9,11 @@
 # (allocation, collection, clock reads, bookkeeping), not what the cores' placement costs; a change
 # that moves work between cores needs the timed compares (bench/compare.sh).
 #
+# Nor does it weigh batches as two cores do: at one P the engine made 2.09 batches a lock cycle at
+# 256 lockers where two Ps made 0.51-0.56, and ba207ff 1.17-1.26 against 0.60-0.64
+# (BENCHMARKS.md, "Fourteenth session"). A change that alters batching is counted at one P's
+# batching, not at two Ps'.
+#
 # It runs the benchmark at one P (-test.cpu 1): with two, the Go runtime's idle threads spin looking
 # for work, and under valgrind the instructions they burn varied by 2x between identical runs.
 # The cores' probe (bench.CoreRoundTrip) spins until its time budget runs out under valgrind, so it
