@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Sentinel errors. Every error the engine returns wraps exactly one of these
@@ -113,7 +114,7 @@ func (e *Error) write(b *strings.Builder) {
 	b.WriteString(e.Op)
 	if e.Key != "" {
 		b.WriteString(" ")
-		b.WriteString(strconv.Quote(e.Key))
+		writeKey(b, e.Key)
 	}
 	b.WriteString(": ")
 	b.WriteString(e.Err.Error())
@@ -160,4 +161,28 @@ func (e *Error) Unwrap() []error {
 		return []error{e.Err, e.Last}
 	}
 	return []error{e.Err}
+}
+
+// Keys longer than maxShownKey bytes are shown as their first shownKeyPrefix
+// bytes (cut at a character boundary), an ellipsis and their length: keys go
+// up to 1024 bytes (and a refused one may be longer), which would drown a
+// log line. The Key field keeps the whole key.
+const (
+	maxShownKey    = 128
+	shownKeyPrefix = 64
+)
+
+func writeKey(b *strings.Builder, key string) {
+	if len(key) <= maxShownKey {
+		b.WriteString(strconv.Quote(key))
+		return
+	}
+	n := shownKeyPrefix
+	for n > 0 && !utf8.RuneStart(key[n]) {
+		n-- // key[n] continues a character: cut before its first byte
+	}
+	b.WriteString(strconv.Quote(key[:n] + "…"))
+	b.WriteString(" (")
+	b.WriteString(strconv.Itoa(len(key)))
+	b.WriteString(" bytes)")
 }
