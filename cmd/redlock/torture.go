@@ -102,12 +102,6 @@ Faults (--faults, a comma-separated subset, or "none"):
              links to them are slow
   clock-drift   one master, a majority or all run a clock --clock-drift
              fast (the TTLs that reach them are divided by 1+drift)
-
---unfenced is the share of Lock calls made without fencing (the plain SET
-path). --clock-drift is how fast a drifting master's clock runs; the engine
-allows for 1% of the TTL plus 2ms, so the default 0.5% must never break
-anything, while far past it (--faults clock-drift --clock-drift 30%) the
-checker must report overlaps: a negative control.
   client-pause
              two more engines, each in a worker process of its own, whose
              clients write to a protected resource (a separate redis-server
@@ -117,6 +111,12 @@ checker must report overlaps: a negative control.
              for more than a TTL, then resumed: the GC pause. Checked: no
              write accepted with a stale token (stale-write), no earlier
              holder's write accepted after a later holder's (late-write)
+
+--unfenced is the share of Lock calls made without fencing (the plain SET
+path). --clock-drift is how fast a drifting master's clock runs; the engine
+allows for 1% of the TTL plus 2ms, so the default 0.5% must never break
+anything, while far past it (--faults clock-drift --clock-drift 30%) the
+checker must report overlaps: a negative control.
 
 --schedule split-brain only kills, a majority each time, right after a long
 critical section began. With --no-quarantine that hands the lock to a second
