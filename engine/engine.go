@@ -179,7 +179,9 @@ func checkTransports(ts []transport.Transport) error {
 		if t == nil || (reflect.ValueOf(t).Kind() == reflect.Pointer && reflect.ValueOf(t).IsNil()) {
 			return fmt.Errorf("%w: master %d is a nil transport", api.ErrInvalidArgument, i+1)
 		}
-		if reflect.TypeOf(t).Comparable() {
+		// The value, not its type: a wrapper struct with an interface field
+		// has a comparable type and may still hold an incomparable value.
+		if reflect.ValueOf(t).Comparable() {
 			if j, dup := seen[t]; dup {
 				return fmt.Errorf("%w: masters %d and %d are the same transport: a master counted twice would vote twice", api.ErrInvalidArgument, j+1, i+1)
 			}

@@ -92,7 +92,7 @@ func (ob *obs) tracerNow() trace.Tracer {
 	if tracingOff(tp) {
 		return nil
 	}
-	if c := ob.global.Load(); c != nil && reflect.TypeOf(tp).Comparable() && c.tp == tp {
+	if c := ob.global.Load(); c != nil && reflect.ValueOf(tp).Comparable() && c.tp == tp {
 		return c.tracer
 	}
 	c := &tracerOf{tp: tp, tracer: tp.Tracer(actors.Scope)}
