@@ -45,6 +45,7 @@ type quarantine struct {
 	vettedAt uint64    // the epoch the last info was read in
 	started  time.Time // when the master process started (never later than true)
 	runID    string
+	checkErr error // why the last read of the master's info failed, nil if it did not
 	fetching bool
 	parked   []*batch // results waiting for the info read that vets them
 	cancel   scheduler.CancelFunc
@@ -117,6 +118,7 @@ func (q *quarantine) learn(n *node, r *infoResult) {
 		return
 	}
 	q.fetching = false
+	q.checkErr = r.err
 	if r.err != nil {
 		// Unknown is not trusted: a master we cannot read does not vote.
 		q.vetted = false
@@ -213,6 +215,11 @@ func (q *quarantine) vet(n *node, b *batch) {
 	switch {
 	case !q.vetted || b.epoch != q.vettedAt:
 		reason = fmt.Errorf("%w: its process could not be checked since it (re)connected", api.ErrQuarantined)
+		if q.checkErr != nil {
+			// The cause as text, not wrapped: a context error of the
+			// check's own timeout is not the caller's.
+			reason = fmt.Errorf("%w (the last check: %v)", reason, q.checkErr)
+		}
 		q.check(n)
 	default:
 		if reason = q.twins.err(q.index); reason != nil {
