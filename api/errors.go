@@ -84,8 +84,9 @@ type MasterAnswer struct {
 // context.Canceled) and errors.Is(err, ErrNotAcquired) can hold.
 type Error struct {
 	// Op names what failed: "new" (engine.New, NewWithTransports,
-	// NewMemory), "lock", "trylock", "lockall", "trylockall", "semaphore",
-	// "trysemaphore" (the Locker method called; Key is then the
+	// NewMemory), "lock", "trylock", "lockall", "trylockall", "rlock",
+	// "tryrlock", "wlock", "trywlock", "semaphore", "trysemaphore" (the
+	// Locker method called; for the last two Key is then the
 	// semaphore's name), "extend" (Lock.Extend, or an auto-extension), or
 	// "unlock". The cause a Lock's Err reports has Op "lock" when the lock
 	// expired, was released or its engine closed, whichever method took

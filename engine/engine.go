@@ -124,16 +124,18 @@ func New(masters []string, opts ...api.Option) (*Engine, error) {
 
 // NewWithTransports starts an engine over the given transports, one per
 // master. The engine owns them from here on and closes them on Close (also
-// when NewWithTransports fails). Like New, it refuses transports that reach
-// one server (equal run ids from transport.ServerReporter), asking them for at
-// most the master timeout (at least a second).
+// when NewWithTransports fails). Like New, it refuses one transport given
+// twice, two transports with one name (transport.Namer), and transports that
+// reach one server (equal run ids from transport.ServerReporter), asking them
+// for at most the master timeout (at least a second).
 //
 // A transport needs only Acquire, Release and Extend on single keys. The
-// features that need more (WithFencing, LockAll and TryLockAll over several
-// keys) need every master's transport to declare it (transport.Capabler):
-// otherwise NewWithTransports refuses an engine-wide WithFencing, and the
-// calls refuse a per-lock one and a multi-key lock, with ErrInvalidArgument
-// naming the masters that lack it.
+// features that need more (WithFencing; LockAll and TryLockAll over several
+// keys; the read-write locks RLock, TryRLock, WLock and TryWLock) need every
+// master's transport to declare it (transport.Capabler: Fencing, MultiKey,
+// Shared): otherwise NewWithTransports refuses an engine-wide WithFencing,
+// and the calls refuse a per-lock one, a multi-key lock and a read-write
+// lock, with ErrInvalidArgument naming the masters that lack it.
 func NewWithTransports(ts []transport.Transport, opts ...api.Option) (*Engine, error) {
 	o, err := check.Engine(opts)
 	if err == nil {
@@ -364,7 +366,9 @@ func (e *Engine) Options() api.Options { return e.opts }
 // ErrClosed (ErrExpired if its validity had run out first). It returns once
 // the engine's goroutines have ended, an auto-extension that was recording
 // its outcome through the meter provider included, so the provider may be
-// shut down next. It is safe to call more than once.
+// shut down next. It waits for every batch a transport's Do is running to
+// return: a Do that ignores its ctx, against the transport contract, holds
+// Close up as long as it runs. It is safe to call more than once.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		e.closedAt = time.Now()

@@ -441,7 +441,9 @@ func CheckFor(op *Op, have Capabilities) error {
 
 // Namer is an optional interface: a transport that can name its master for
 // error messages (for example "127.0.0.1:6379"). Without it the engine uses
-// the master's position ("master 3").
+// the master's position ("master 3"). The name identifies the master: the
+// engine refuses two transports with one name as one master given twice, so
+// give each master its own (its address, say).
 type Namer interface {
 	Name() string
 }

@@ -30,13 +30,18 @@
 // Random draws come from a math/rand/v2 PCG seeded with Config.Seed, one
 // generator per Transport, so the same seed and the same sequence of calls
 // give the same faults. With every fault off the wrapper is transparent:
-// it passes the conformance suite (transporttest).
+// it passes the conformance suite (transporttest), and so does its View
+// around a transport that lacks some optional interfaces (below).
 //
 // The optional interfaces (ServerReporter, Namer, Capabler) are delegated to
 // the wrapped transport; ServerInfo suffers the same partitions, pauses and
 // latency as Do. View returns a transport.Transport that implements exactly
-// the optional interfaces the wrapped one does, for wrapping a transport
-// that lacks some of them.
+// the optional interfaces the wrapped one does. Give the engine the View
+// when the wrapped transport is no ServerReporter or no Namer: a *Transport
+// implements both whatever it wraps, so the engine would read no server
+// info from it (its master would never vote, in restart quarantine) and
+// would see one name, "faulty", for every such master (and refuse them as
+// one master given twice).
 package faulty
 
 import (
@@ -586,7 +591,8 @@ func (t *Transport) Capabilities() transport.Capabilities {
 	return transport.CapabilitiesOf(t.inner)
 }
 
-// Name delegates to the wrapped transport's; without one it is "faulty".
+// Name delegates to the wrapped transport's; without one it is "faulty"
+// (see View).
 func (t *Transport) Name() string {
 	if n, ok := t.inner.(transport.Namer); ok {
 		return n.Name()

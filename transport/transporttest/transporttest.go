@@ -17,7 +17,8 @@
 // The suite has a required part, which every transport must pass, and parts
 // that run only for the capabilities a transport declares (see
 // transport.Capabler): the fenced and fence overlap subtests need
-// transport.Fencing, multi needs transport.MultiKey, and each is skipped,
+// transport.Fencing, multi needs transport.MultiKey, shared, writer_waits,
+// shared_expiry and shared_model need transport.Shared, and each is skipped,
 // saying so, on a transport that does not declare it. A minimal transport
 // (Acquire, Release and Extend on single keys, no Capabler) passes the
 // required part, which also checks that it answers every op it lacks with an
