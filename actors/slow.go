@@ -48,6 +48,20 @@ func (e *slowError) Error() string {
 
 func (e *slowError) Unwrap() error { return e.err }
 
+// timeoutError is a master's silence told as the deadline that passed: a
+// caller that set no deadline of its own would otherwise read a bare
+// "context deadline exceeded" without knowing whose, or what sets it.
+type timeoutError struct {
+	err     error
+	timeout time.Duration
+}
+
+func (e *timeoutError) Error() string {
+	return fmt.Sprintf("no answer within the master timeout (%v, api.WithMasterTimeout): %v", e.timeout, e.err)
+}
+
+func (e *timeoutError) Unwrap() error { return e.err }
+
 func isSlow(err error) bool {
 	_, ok := err.(*slowError)
 	return ok
@@ -91,6 +105,8 @@ func (n *node) hear(b *batch) {
 				n.silentSince = b.sent
 			}
 		}
+		err = &timeoutError{err: err, timeout: n.timeout}
+		b.res[i].Err = err
 		if !r.slowable {
 			continue
 		}
