@@ -87,13 +87,24 @@ when the command exits. While the command runs the lock is extended each time
 half of its validity has passed, for as long as the command runs.
 
 It waits up to --wait for the lock (--wait 0: one attempt). If the lock is lost
-while the command runs (a majority of masters stopped answering, say), run sends
-the command SIGTERM, then SIGKILL after --grace, and exits with status 76.
+while the command runs (a majority of masters refused it, say), run sends the
+command SIGTERM, then SIGKILL after --grace, and exits with status 76. The
+command never outlives the lock: if no extension has been confirmed when only
+--grace of the lock's validity is left (masters that stopped answering), run
+sends SIGTERM then, and SIGKILL when the validity ends, --grace or not. So
+--grace is at most half the --ttl (default 5s, or half the --ttl if that is
+less), and the lock is extended more often the longer the grace: each time
+(ttl - grace) / (2 ttl) of its validity has passed, half of it with no grace.
 SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to run are passed on to the command;
 the lock is released once the command has exited.
 
 The command runs in its own process group, and every signal run sends it goes
-to that whole group, so a lost lock also stops what the command started. When
+to that whole group, so a lost lock also stops what the command started.
+Unlike flock(1), whose lock stays with the open file that background children
+inherit, the lock is released when the command itself exits: a command that
+leaves work running in the background must wait for it. If run itself is
+killed with SIGKILL, the command gets SIGKILL too (Linux), but processes the
+command started do not, and they may outlive the lock. When
 run is the foreground job of a terminal, the command stays in run's process
 group instead, so that it can read the terminal: Ctrl-C and the like then reach
 it from the terminal directly, run passes on only SIGTERM, and a lost lock
@@ -147,8 +158,8 @@ run also says on stderr why it gave up.`,
   # at most 4 report builders at once across the fleet; wait up to an hour
   redlock run --key report-builders --permits 4 --wait 1h -- ./build-report.sh
 
-  # a 30s TTL, and 20s for the command to stop if the lock is lost
-  redlock run --key migrate --ttl 30s --grace 20s --nodes redis://:secret@r1:6379,r2:6379,r3:6379 -- ./migrate up`,
+  # a 60s TTL, and 20s for the command to stop if the lock is lost
+  redlock run --key migrate --ttl 60s --grace 20s --nodes redis://:secret@r1:6379,r2:6379,r3:6379 -- ./migrate up`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usagef("no command: give the command to run after --, as in redlock run --key K -- ./job.sh")
@@ -159,6 +170,9 @@ run also says on stderr why it gave up.`,
 			fl := cmd.Flags()
 			o.Command = args
 			o.QuarantineSet = fl.Changed("quarantine")
+			if !fl.Changed("grace") {
+				o.Grace = min(o.Grace, o.TTL/2)
+			}
 			o.Nodes = masters(cmd, nodes)
 			if err := o.validate(); err != nil {
 				return usageErr(err)
@@ -176,7 +190,7 @@ run also says on stderr why it gave up.`,
 	f.DurationVar(&o.TTL, "ttl", o.TTL, "lock time to live; the lock is extended while the command runs")
 	f.DurationVar(&o.Wait, "wait", o.Wait, "how long to wait for the lock; 0 makes one attempt")
 	f.BoolVar(&o.Fencing, "fencing", false, "give the command a fencing token in $"+envToken)
-	f.DurationVar(&o.Grace, "grace", o.Grace, "after a lost lock, time between SIGTERM and SIGKILL to the command")
+	f.DurationVar(&o.Grace, "grace", o.Grace, "after a lost lock, time between SIGTERM and SIGKILL to the command; at most half the --ttl (default: 5s, or half the --ttl if less)")
 	f.BoolVar(&o.Shared, "shared", false, "take a read lock: commands with --shared run together, never with one without it (a writer)")
 	f.IntVar(&o.Permits, "permits", 0, "take one of N permits of the semaphore --key instead of the lock: at most N copies of the command run at once fleet-wide (every copy must give the same N)")
 	f.DurationVar(&o.Quarantine, "quarantine", 0, "restart quarantine: masters up for less do not vote (default: the --ttl); 0 turns it off, which is unsafe for masters without persistence")
@@ -212,6 +226,9 @@ func (o *runOptions) validate() error {
 	if err := checkTTL(o.TTL); err != nil {
 		return err
 	}
+	if o.Grace > o.TTL/2 {
+		return fmt.Errorf("--grace %v is more than half of --ttl %v: the command must be stopped before the lock's validity ends, and the lock extended before a grace is due; give a shorter --grace or a --ttl of at least %v", o.Grace, o.TTL, 2*o.Grace)
+	}
 	if o.QuarantineSet && o.Quarantine > 0 && o.Quarantine < o.TTL {
 		return fmt.Errorf("--quarantine %v is shorter than --ttl %v: a restarted master could vote while it still owed a lock; give a quarantine of at least the ttl", o.Quarantine, o.TTL)
 	}
@@ -222,9 +239,12 @@ func (o *runOptions) validate() error {
 func (o *runOptions) engineOptions() []api.Option {
 	opts := []api.Option{
 		api.WithTTL(o.TTL),
+		// Extended halfway to the point where the command would have to be
+		// stopped (--grace before the validity ends), so that an extension
+		// has as long again to get through.
+		api.WithAutoExtend(extendShare(o.TTL, o.Grace)),
 		// The lock lives as long as the command: the command's own lifetime
 		// bounds it, not a count of extensions.
-		api.WithAutoExtend(0.5),
 		api.WithMaxExtensions(math.MaxInt),
 		api.WithFencing(o.Fencing),
 	}
@@ -239,6 +259,13 @@ func (o *runOptions) engineOptions() []api.Option {
 		}
 	}
 	return opts
+}
+
+// extendShare is the share of the lock's validity after which run extends
+// it: half of the time before the validity has only grace left, so 0.5 with
+// no grace and 0.25 with the most grace validate allows (half the ttl).
+func extendShare(ttl, grace time.Duration) float64 {
+	return float64(ttl-grace) / float64(2*ttl)
 }
 
 // dialTimeout bounds how long run waits for each master's first connection
@@ -471,21 +498,36 @@ func supervise(lock api.Lock, o runOptions, sigs <-chan os.Signal) (int, error) 
 	go func() { exited <- c.Wait() }()
 
 	var (
-		lost   error // why the lock was lost
-		killAt time.Time
-		timer  *time.Timer
-		kill   <-chan time.Time // fires once, --grace after SIGTERM
-		done   = lock.Done()
+		lost    error // why the lock was lost
+		killAt  time.Time
+		killWhy string
+		timer   *time.Timer
+		kill    <-chan time.Time // fires once, at killAt
+		done    = lock.Done()
+		// due fires when only --grace of the lock's validity is left, by
+		// when an extension should long have been confirmed (extendShare):
+		// a lock whose masters stopped answering ends only at its
+		// validity's end, too late to give the command its grace.
+		due = time.NewTimer(time.Until(lock.Until()) - o.Grace)
 	)
-	stop := func(cause error) {
+	defer due.Stop()
+	stop := func(cause error, why string) {
 		lost = cause
-		fmt.Fprintf(o.Stderr, "redlock run: lost the lock %q while the command ran: %s; stopping the command: SIGTERM now, SIGKILL after --grace %v\n",
-			o.Key, strings.TrimPrefix(cause.Error(), "redlock: "), o.Grace)
+		// SIGKILL --grace from now, but never after the lock's validity
+		// ends: from then on another owner may hold it.
+		now := time.Now()
+		killAt, killWhy = now.Add(o.Grace), fmt.Sprintf("did not stop within --grace %v", o.Grace)
+		after := fmt.Sprintf("after --grace %v", o.Grace)
+		if until := lock.Until(); until.Before(killAt) {
+			killAt, killWhy = until, "did not stop before the lock's validity ended"
+			after = fmt.Sprintf("in %v, when the lock's validity ends", until.Sub(now).Round(time.Millisecond))
+		}
+		fmt.Fprintf(o.Stderr, "redlock run: %s; stopping the command: SIGTERM now, SIGKILL %s\n", why, after)
 		send(syscall.SIGTERM)
-		killAt = time.Now().Add(o.Grace)
-		timer = time.NewTimer(o.Grace)
+		timer = time.NewTimer(killAt.Sub(now))
 		kill = timer.C
 		done = nil // fires once
+		due.Stop()
 	}
 	defer func() {
 		if timer != nil {
@@ -517,9 +559,21 @@ func supervise(lock api.Lock, o runOptions, sigs <-chan os.Signal) (int, error) 
 				send(sig)
 			}
 		case <-done:
-			stop(lock.Err())
+			err := lock.Err()
+			stop(err, fmt.Sprintf("lost the lock %q while the command ran: %s", o.Key, strings.TrimPrefix(err.Error(), "redlock: ")))
+		case <-due.C:
+			left := time.Until(lock.Until())
+			if left > o.Grace {
+				due.Reset(left - o.Grace) // extended since
+				continue
+			}
+			if lost != nil {
+				continue
+			}
+			stop(fmt.Errorf("no extension of the lock %q was confirmed with %v of its validity left", o.Key, left.Round(time.Millisecond)),
+				fmt.Sprintf("the lock %q has not been extended and its validity ends in %v (masters not answering?)", o.Key, left.Round(time.Millisecond)))
 		case <-kill:
-			fmt.Fprintf(o.Stderr, "redlock run: the command did not stop within --grace %v: sending SIGKILL\n", o.Grace)
+			fmt.Fprintf(o.Stderr, "redlock run: the command %s: sending SIGKILL\n", killWhy)
 			send(syscall.SIGKILL)
 		}
 	}

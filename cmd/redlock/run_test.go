@@ -217,11 +217,31 @@ func TestRunExclusive(t *testing.T) {
 // the locks are lost, and run stops each command and what it started (one
 // of them ignores SIGTERM and gets SIGKILL after --grace), exiting 76.
 func TestRunLost(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cut  func(s *redistest.Server) // what happens to three of the five masters
+		term string                    // what run says as it sends SIGTERM
+		kill string                    // why it sends SIGKILL
+	}{
+		// Masters that lost the keys (flushed): the next extension finds
+		// the lock gone, and the command gets its whole grace, which ends
+		// before the lock's validity would have.
+		{"flushed", func(s *redistest.Server) { s.Do(t, nil, "FLUSHALL") }, "SIGTERM now, SIGKILL after --grace 1s", "did not stop within --grace 1s"},
+		// Masters that hang: the extension retries until the validity ends,
+		// so run stops the command when --grace of it is left, and kills
+		// it when it ends.
+		{"hung", func(s *redistest.Server) { t.Cleanup(s.Resume); s.Pause() }, "has not been extended", "did not stop before the lock's validity ended"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testRunLost(t, tc.cut, tc.term, tc.kill) })
+	}
+}
+
+func testRunLost(t *testing.T, cut func(*redistest.Server), term, kill string) {
 	servers, nodes := startMasters(t, 5)
 	dir := t.TempDir()
 	run := func(key, script string) (*bgRedlock, string) {
 		marker := filepath.Join(dir, key)
-		return startRedlock(t, nil, "run", "--key", key, "--nodes", nodes, "--ttl", "1s", "--quarantine", "0", "--grace", "1s", "--",
+		return startRedlock(t, nil, "run", "--key", key, "--nodes", nodes, "--ttl", "2s", "--quarantine", "0", "--grace", "1s", "--",
 			"sh", "-c", script, marker), marker
 	}
 	// The shell writes its pid and its background sleep's to the marker.
@@ -229,17 +249,16 @@ func TestRunLost(t *testing.T) {
 	stubborn, sm := run("stubborn", `trap "" TERM; echo $$ > "$0"; sleep 30 & echo $! >> "$0"; wait`)
 	pids := append(waitFile(t, pm, 2, polite), waitFile(t, sm, 2, stubborn)...)
 	for _, s := range servers[:3] {
-		t.Cleanup(s.Resume)
-		s.Pause()
+		cut(s)
 	}
-	paused := time.Now()
+	cutAt := time.Now()
 	for _, tc := range []struct {
 		p    *bgRedlock
 		key  string
 		want []string
 	}{
-		{polite, "lost", []string{"SIGTERM now, SIGKILL after --grace 1s", `the lock "lost" was lost while the command ran; the command was killed by SIGTERM`}},
-		{stubborn, "stubborn", []string{"did not stop within --grace 1s: sending SIGKILL", `the lock "stubborn" was lost while the command ran; the command was killed by SIGKILL`}},
+		{polite, "lost", []string{term, `the lock "lost" was lost while the command ran; the command was killed by SIGTERM`}},
+		{stubborn, "stubborn", []string{term, kill + ": sending SIGKILL", `the lock "stubborn" was lost while the command ran; the command was killed by SIGKILL`}},
 	} {
 		r := tc.p.wait(30 * time.Second)
 		if r.code != exitLost {
@@ -248,14 +267,14 @@ func TestRunLost(t *testing.T) {
 		if tc.key == "lost" && strings.Contains(r.stderr, "sending SIGKILL") {
 			t.Errorf("%s: SIGKILL for a command that stopped on SIGTERM:\n%s", tc.key, r.stderr)
 		}
-		for _, want := range append(tc.want, fmt.Sprintf("lost the lock %q while the command ran", tc.key)) {
+		for _, want := range tc.want {
 			if !strings.Contains(r.stderr, want) {
 				t.Errorf("%s: stderr does not say %q:\n%s", tc.key, want, r.stderr)
 			}
 		}
 	}
-	if took := time.Since(paused); took > 15*time.Second {
-		t.Errorf("run took %v after the masters were paused to stop the commands", took)
+	if took := time.Since(cutAt); took > 15*time.Second {
+		t.Errorf("run took %v after the masters were cut off to stop the commands", took)
 	}
 	// The shells and the sleeps they started in the background are gone.
 	for _, s := range pids {
@@ -493,6 +512,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{nil, []string{"run", "--key", "k", "--nodes", nodes, "--wait", "-1s", "--", "true"}, "--wait -1s"},
 		{nil, []string{"run", "--key", "k", "--nodes", nodes, "--ttl", "1ms", "--", "true"}, "too short"},
 		{nil, []string{"run", "--key", "k", "--nodes", nodes, "--quarantine", "5s", "--", "true"}, "--quarantine 5s is shorter than --ttl 10s"},
+		{nil, []string{"run", "--key", "k", "--nodes", nodes, "--ttl", "2s", "--grace", "1500ms", "--", "true"}, "--grace 1.5s is more than half of --ttl 2s"},
 		{nil, []string{"run", "--key", "redlock-fence:x", "--nodes", nodes, "--", "true"}, "--key: key \"redlock-fence:x\" starts with"},
 		{nil, []string{"run", "--key", "k", "--nodes", "localhost", "--", "true"}, "missing port"},
 		{[]string{nodesEnv + "=127.0.0.1:1,127.0.0.1:1"}, []string{"run", "--key", "k", "--", "true"}, "masters 1 and 2 are both 127.0.0.1:1"},
