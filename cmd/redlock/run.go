@@ -86,7 +86,10 @@ runs COMMAND with its standard input, output and error, and releases the lock
 when the command exits. While the command runs the lock is extended each time
 half of its validity has passed, for as long as the command runs.
 
-It waits up to --wait for the lock (--wait 0: one attempt). If the lock is lost
+It waits up to --wait for the lock (--wait 0: one attempt), once it has
+connected to the masters, which is not part of --wait: with masters that hang
+(their connections open, nothing answering) that takes about a second, and up
+to two while fewer than a quorum answer. If the lock is lost
 while the command runs (a majority of masters refused it, say), run sends the
 command SIGTERM, then SIGKILL after --grace, and exits with status 76. The
 command never outlives the lock: if no extension has been confirmed when only
@@ -272,10 +275,18 @@ func extendShare(ttl, grace time.Duration) float64 {
 // before it tries the lock (the masters are dialled concurrently).
 const dialTimeout = 2 * time.Second
 
+// dialStraggle is how long run still waits for the other masters' first
+// connections once a quorum is connected: long enough for a master that is
+// merely slower, not for one that hangs (its connection open, nothing
+// answering), which would cost every run the whole dialTimeout.
+const dialStraggle = 100 * time.Millisecond
+
 // openRunEngine connects to every master, concurrently, before the engine
 // starts, so that the first attempt (the only one with --wait 0) is not
-// spent on connections still being made. A master that cannot be reached
-// now gets a transport that keeps reconnecting in the background.
+// spent on connections still being made: it waits for all of them, or for a
+// quorum and then dialStraggle more, or dialTimeout at most. A master that
+// is not connected by then gets a transport that keeps connecting in the
+// background.
 func openRunEngine(ctx context.Context, o runOptions) (*engine.Engine, error) {
 	cfgs := make([]redis.Config, len(o.Nodes))
 	clusters := make([]*rediscluster.Config, len(o.Nodes))
@@ -303,23 +314,47 @@ func openRunEngine(ctx context.Context, o runOptions) (*engine.Engine, error) {
 	}
 	ts := make([]transport.Transport, len(cfgs))
 	errs := make([]error, len(cfgs))
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	up := make(chan struct{}, len(cfgs)) // one per master connected
 	var wg sync.WaitGroup
 	for i, cfg := range cfgs {
 		wg.Go(func() {
-			dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-			defer cancel()
 			if clusters[i] != nil {
-				ts[i], errs[i] = dialCluster(dctx, *clusters[i])
+				t, connected, err := dialCluster(dctx, *clusters[i])
+				if connected {
+					up <- struct{}{}
+				}
+				ts[i], errs[i] = t, err
 				return
 			}
-			t, err := redis.Dial(dctx, cfg)
-			if err != nil && !errors.Is(err, redis.ErrBadAddress) {
-				t, err = redis.New(cfg) // down for now: keep trying
+			// Not redis.Dial, which closes the transport when ctx ends
+			// first: closing waits out a connection attempt that hangs. A
+			// master that does not answer by then keeps being tried.
+			t, err := redis.New(cfg)
+			if err == nil && t.Ping(dctx) == nil {
+				up <- struct{}{}
 			}
 			ts[i], errs[i] = t, err
 		})
 	}
-	wg.Wait()
+	all := make(chan struct{})
+	go func() { wg.Wait(); close(all) }()
+	var late <-chan time.Time
+	for n := 0; ; {
+		select {
+		case <-up:
+			if n++; n == len(cfgs)/2+1 {
+				late = time.After(dialStraggle)
+			}
+			continue
+		case <-late:
+			cancel() // the rest connect in the background
+		case <-all:
+		}
+		break
+	}
+	<-all
 	if err := errors.Join(errs...); err != nil {
 		for _, t := range ts {
 			if t != nil {

@@ -162,10 +162,11 @@ func clusterRunConfig(i int, addr string, seen map[string]int) (*rediscluster.Co
 // dialCluster is redis.Dial's counterpart for a cluster master of redlock
 // run: it waits for the slot map and the shards, and, when they are not
 // there yet, hands back a transport that keeps trying.
-func dialCluster(ctx context.Context, cfg rediscluster.Config) (*rediscluster.Transport, error) {
-	t, err := rediscluster.Dial(ctx, cfg)
+func dialCluster(ctx context.Context, cfg rediscluster.Config) (t *rediscluster.Transport, connected bool, err error) {
+	t, err = rediscluster.Dial(ctx, cfg)
 	if err != nil && !errors.Is(err, redis.ErrBadAddress) {
-		return rediscluster.New(cfg)
+		t, err = rediscluster.New(cfg)
+		return t, false, err
 	}
-	return t, err
+	return t, err == nil, err
 }
