@@ -24,7 +24,7 @@ func probe(ctx context.Context, eng lockEngine, log io.Writer) error {
 	announced := false
 	extend := func(err error, waited time.Duration) time.Duration {
 		q := eng.Options().Quarantine
-		n := quarantined(err)
+		n, _ := quarantined(err)
 		if q.Off || n == 0 {
 			return 0
 		}
@@ -42,17 +42,20 @@ func probe(ctx context.Context, eng lockEngine, log io.Writer) error {
 }
 
 // quarantined counts the masters that answered err's last attempt with
-// "in restart quarantine".
-func quarantined(err error) int {
+// "in restart quarantine", and those that had not answered when it ended
+// (an attempt ends once a quorum is out of reach, so they may be too).
+func quarantined(err error) (n, unheard int) {
 	var ae *api.Error
 	if !errors.As(err, &ae) {
-		return 0
+		return 0, 0
 	}
-	n := 0
 	for _, m := range ae.Masters {
-		if errors.Is(m.Err, api.ErrQuarantined) {
+		switch {
+		case errors.Is(m.Err, api.ErrQuarantined):
 			n++
+		case m.Answer == api.NoAnswer:
+			unheard++
 		}
 	}
-	return n
+	return n, unheard
 }

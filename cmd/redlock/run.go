@@ -487,8 +487,11 @@ func lockFailure(eng *engine.Engine, o runOptions, err error) error {
 			"not acquired: the lock %q is taken: another owner holds it (%s): %s", o.Key, waited, msg)}
 	case errors.Is(err, api.ErrQuorumUnreachable):
 		why := fmt.Sprintf("fewer than %d of the %d masters could vote", q, n)
-		if k := quarantined(err); k > 0 {
+		if k, unheard := quarantined(err); k > 0 {
 			why += fmt.Sprintf(", %d being in restart quarantine (restarted less than the quarantine period ago; see redlock status)", k)
+			if unheard > 0 {
+				why += fmt.Sprintf(" and %d more that had not answered when the attempt ended", unheard)
+			}
 		}
 		return &exitError{code: exitUnreachable, err: fmt.Errorf(
 			"not acquired: masters unreachable: %s (%s): %s", why, waited, msg)}
