@@ -83,8 +83,8 @@ func newRunCmd() *cobra.Command {
 		Short: "Run a command while holding a lock, like flock(1) across machines",
 		Long: `run takes the lock --key on the Redis masters (--nodes or ` + nodesEnv + `),
 runs COMMAND with its standard input, output and error, and releases the lock
-when the command exits. While the command runs the lock is extended each time
-half of its validity has passed, for as long as the command runs.
+when the command exits. While the command runs the lock is extended, for as
+long as the command runs (how often: below).
 
 It waits up to --wait for the lock (--wait 0: one attempt), once it has
 connected to the masters, which is not part of --wait: with masters that hang
@@ -558,7 +558,10 @@ func supervise(lock api.Lock, o runOptions, sigs <-chan os.Signal) (int, error) 
 		after := fmt.Sprintf("after --grace %v", o.Grace)
 		if until := lock.Until(); until.Before(killAt) {
 			killAt, killWhy = until, "did not stop before the lock's validity ended"
-			after = fmt.Sprintf("in %v, when the lock's validity ends", until.Sub(now).Round(time.Millisecond))
+			after = "at once: the lock's validity has ended"
+			if left := until.Sub(now); left > 0 {
+				after = fmt.Sprintf("in %v, when the lock's validity ends", left.Round(time.Millisecond))
+			}
 		}
 		fmt.Fprintf(o.Stderr, "redlock run: %s; stopping the command: SIGTERM now, SIGKILL %s\n", why, after)
 		send(syscall.SIGTERM)
@@ -603,9 +606,6 @@ func supervise(lock api.Lock, o runOptions, sigs <-chan os.Signal) (int, error) 
 			left := time.Until(lock.Until())
 			if left > o.Grace {
 				due.Reset(left - o.Grace) // extended since
-				continue
-			}
-			if lost != nil {
 				continue
 			}
 			stop(fmt.Errorf("no extension of the lock %q was confirmed with %v of its validity left", o.Key, left.Round(time.Millisecond)),
