@@ -127,7 +127,10 @@ func New(masters []string, opts ...api.Option) (*Engine, error) {
 // when NewWithTransports fails). Like New, it refuses one transport given
 // twice, two transports with one name (transport.Namer), and transports that
 // reach one server (equal run ids from transport.ServerReporter), asking them
-// for at most the master timeout (at least a second).
+// for at most the master timeout (at least a second), and no longer than the
+// master timeout once a majority has answered; a master that has not
+// answered by then is checked at run time, and does not vote while it turns
+// out to be one server with another.
 //
 // A transport needs only Acquire, Release and Extend on single keys. The
 // features that need more (WithFencing; LockAll and TryLockAll over several
@@ -221,7 +224,7 @@ func start(ts []transport.Transport, o api.Options) (*Engine, error) {
 			return nil, newErr(err)
 		}
 	}
-	if err := distinctServers(ts, names, max(o.MasterTimeout, time.Second)); err != nil {
+	if err := distinctServers(ts, names, max(o.MasterTimeout, time.Second), o.MasterTimeout); err != nil {
 		return nil, newErr(err)
 	}
 	cfg := actors.Config{
@@ -285,9 +288,11 @@ func capName(c transport.Capabilities) string {
 // for one host, two database numbers of one redis-server, a proxy and the
 // server behind it. One process would supply two votes. It asks every
 // transport that can tell for its run id, all at once, and waits at most
-// timeout: a master that is down or slow now is checked by the nodes at
-// run time instead (see actors/twins.go).
-func distinctServers(ts []transport.Transport, names []string, timeout time.Duration) error {
+// timeout, and at most straggle more once a majority of them has answered:
+// a master that is down or slow now is checked by the nodes at run time
+// instead (see actors/twins.go), and one that hangs must not hold up the
+// start of every engine for the whole timeout.
+func distinctServers(ts []transport.Transport, names []string, timeout, straggle time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	type answer struct {
@@ -311,11 +316,19 @@ func distinctServers(ts []transport.Transport, names []string, timeout time.Dura
 		}()
 	}
 	ids := make([]string, len(ts))
+	var late <-chan time.Time
 collect:
-	for range asked {
+	for n := range asked {
+		if n == asked/2+1 {
+			t := time.NewTimer(straggle)
+			defer t.Stop()
+			late = t.C
+		}
 		select {
 		case a := <-answers:
 			ids[a.i] = a.id
+		case <-late:
+			break collect
 		case <-ctx.Done():
 			// The stragglers' answers are skipped; their calls end with
 			// ctx, which the deferred cancel ends at once.

@@ -87,9 +87,9 @@ when the command exits. While the command runs the lock is extended, for as
 long as the command runs (how often: below).
 
 It waits up to --wait for the lock (--wait 0: one attempt), once it has
-connected to the masters, which is not part of --wait: with masters that hang
-(their connections open, nothing answering) that takes about a second, and up
-to two while fewer than a quorum answer. If the lock is lost
+connected to the masters, which is not part of --wait: a moment once a quorum
+has answered, even with other masters hanging (their connections open,
+nothing answering), and up to two seconds while fewer than a quorum answer. If the lock is lost
 while the command runs (a majority of masters refused it, say), run sends the
 command SIGTERM, then SIGKILL after --grace, and exits with status 76. The
 command never outlives the lock: if no extension has been confirmed when only
@@ -278,7 +278,8 @@ const dialTimeout = 2 * time.Second
 // dialStraggle is how long run still waits for the other masters' first
 // connections once a quorum is connected: long enough for a master that is
 // merely slower, not for one that hangs (its connection open, nothing
-// answering), which would cost every run the whole dialTimeout.
+// answering), which would cost every run the whole dialTimeout. (The
+// engine's constructor then treats a hung master's run id the same way.)
 const dialStraggle = 100 * time.Millisecond
 
 // openRunEngine connects to every master, concurrently, before the engine
