@@ -213,30 +213,31 @@ func TestRunExclusive(t *testing.T) {
 	}
 }
 
-// TestRunLost pauses a majority of the masters under two running commands:
-// the locks are lost, and run stops each command and what it started (one
-// of them ignores SIGTERM and gets SIGKILL after --grace), exiting 76.
+// TestRunLost takes a majority of the masters away from under two running
+// commands, flushed or hung: the locks are lost, and run stops each command
+// and what it started (one of them ignores SIGTERM and gets SIGKILL after
+// --grace, or when the lock's validity ends if that comes first), exiting 76.
 func TestRunLost(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		cut  func(s *redistest.Server) // what happens to three of the five masters
-		term string                    // what run says as it sends SIGTERM
-		kill string                    // why it sends SIGKILL
+		cut  func(t *testing.T, s *redistest.Server) // what happens to three of the five masters
+		term string                                  // what run says as it sends SIGTERM
+		kill string                                  // why it sends SIGKILL
 	}{
 		// Masters that lost the keys (flushed): the next extension finds
 		// the lock gone, and the command gets its whole grace, which ends
 		// before the lock's validity would have.
-		{"flushed", func(s *redistest.Server) { s.Do(t, nil, "FLUSHALL") }, "SIGTERM now, SIGKILL after --grace 1s", "did not stop within --grace 1s"},
+		{"flushed", func(t *testing.T, s *redistest.Server) { s.Do(t, nil, "FLUSHALL") }, "SIGTERM now, SIGKILL after --grace 1s", "did not stop within --grace 1s"},
 		// Masters that hang: the extension retries until the validity ends,
 		// so run stops the command when --grace of it is left, and kills
 		// it when it ends.
-		{"hung", func(s *redistest.Server) { t.Cleanup(s.Resume); s.Pause() }, "has not been extended", "did not stop before the lock's validity ended"},
+		{"hung", func(t *testing.T, s *redistest.Server) { t.Cleanup(s.Resume); s.Pause() }, "has not been extended", "did not stop before the lock's validity ended"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { testRunLost(t, tc.cut, tc.term, tc.kill) })
 	}
 }
 
-func testRunLost(t *testing.T, cut func(*redistest.Server), term, kill string) {
+func testRunLost(t *testing.T, cut func(*testing.T, *redistest.Server), term, kill string) {
 	servers, nodes := startMasters(t, 5)
 	dir := t.TempDir()
 	run := func(key, script string) (*bgRedlock, string) {
@@ -249,7 +250,7 @@ func testRunLost(t *testing.T, cut func(*redistest.Server), term, kill string) {
 	stubborn, sm := run("stubborn", `trap "" TERM; echo $$ > "$0"; sleep 30 & echo $! >> "$0"; wait`)
 	pids := append(waitFile(t, pm, 2, polite), waitFile(t, sm, 2, stubborn)...)
 	for _, s := range servers[:3] {
-		cut(s)
+		cut(t, s)
 	}
 	cutAt := time.Now()
 	for _, tc := range []struct {
