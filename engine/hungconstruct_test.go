@@ -12,19 +12,15 @@ import (
 	"github.com/quorumlock/redlock/transport/memory"
 )
 
-// hungMaster is a master whose connection is open and that answers nothing:
-// every call waits for its context.
+// hungMaster is a silentMaster (mastertimeout_msg_test.go) that reports
+// on its server, or would: its ServerInfo waits for its context too.
 type hungMaster struct {
-	transport.Transport
+	silentMaster
 	name string
 }
 
 func (h hungMaster) Name() string  { return h.name }
 func (h hungMaster) Epoch() uint64 { return 0 }
-func (h hungMaster) Do(ctx context.Context, ops []transport.Op, res []transport.Result) error {
-	<-ctx.Done()
-	return transport.Fail(res, ctx.Err())
-}
 func (h hungMaster) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
 	<-ctx.Done()
 	return transport.ServerInfo{}, ctx.Err()
@@ -39,7 +35,7 @@ func TestConstructorDoesNotWaitForHungMasters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ts := []transport.Transport{
 			memory.NewNamed("a").Transport(), memory.NewNamed("b").Transport(), memory.NewNamed("c").Transport(),
-			hungMaster{memory.New().Transport(), "d"}, hungMaster{memory.New().Transport(), "e"},
+			hungMaster{silentMaster{memory.New().Transport()}, "d"}, hungMaster{silentMaster{memory.New().Transport()}, "e"},
 		}
 		start := time.Now()
 		// Without the quarantine, whose run-time checks of the hung masters
