@@ -35,6 +35,13 @@ var (
 	// quarantine period ago: it does not vote, since it may have forgotten
 	// locks that are still valid. Seen in Error.Masters.
 	ErrQuarantined = errors.New("master in restart quarantine")
+	// ErrUnsafeMaster is the answer of a master whose own configuration can
+	// drop a lock's key while the lock is held (it evicts keys under a
+	// memory limit, or replicates another server), or that the engine
+	// cannot check for that and for being one server with another entry
+	// (it refuses INFO): it does not vote until that is fixed. The message
+	// says what to change on the server. Seen in Error.Masters.
+	ErrUnsafeMaster = errors.New("master unsafe for locks")
 )
 
 // Answer is what one master answered in the last attempt of an operation.

@@ -1,0 +1,207 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/engine"
+	"github.com/quorumlock/redlock/internal/redistest"
+)
+
+// Masters whose own configuration drops keys while they run (an eviction
+// policy under a memory limit, replication from another server), and one
+// server listed twice with the restart quarantine off: the review of
+// 2026-11-29 (redisops). No fault of the torture produces these; each test
+// sets the configuration up on real redis-servers.
+
+// usedMemory reads used_memory from INFO memory.
+func usedMemory(t *testing.T, s *redistest.Server) int64 {
+	t.Helper()
+	var info string
+	s.Do(t, &info, "INFO", "memory")
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("INFO memory has no used_memory")
+	return 0
+}
+
+// evictUntilGone turns s into a memory-capped cache with policy, as a Redis
+// shared with a cache is, and writes filler as another application would
+// until key is evicted.
+func evictUntilGone(t *testing.T, s *redistest.Server, policy, key string) {
+	t.Helper()
+	s.Do(t, nil, "CONFIG", "SET", "maxmemory-policy", policy)
+	s.Do(t, nil, "CONFIG", "SET", "maxmemory", strconv.FormatInt(usedMemory(t, s)+512<<10, 10))
+	filler := strings.Repeat("x", 8<<10)
+	for i := range 2000 {
+		_ = s.TryDo(nil, "SET", "cache:"+strconv.Itoa(i), filler) // OOM once nothing can go: ignored
+		var n int
+		s.Do(t, &n, "EXISTS", key)
+		if n == 0 {
+			return
+		}
+	}
+	t.Fatalf("%s: %q was not evicted under %s", s.Addr, key, policy)
+}
+
+// answersOf is every master's answer in err, as text.
+func answersOf(err error) string {
+	var ae *api.Error
+	if !errors.As(err, &ae) {
+		return ""
+	}
+	var b strings.Builder
+	for _, m := range ae.Masters {
+		if m.Err != nil {
+			fmt.Fprintf(&b, "%s: %v\n", m.Master, m.Err)
+		}
+	}
+	return b.String()
+}
+
+// A master that may evict keys to stay under its memory limit can drop a
+// lock's key while the lock is held, and then grant the key to another. An
+// engine that reads its masters' eviction policy refuses their votes; the
+// policy is what the operator must change, so the answers name it.
+func TestRedisEvictingMastersDoNotVote(t *testing.T) {
+	for _, policy := range []string{"volatile-lru", "allkeys-lru"} {
+		t.Run(policy, func(t *testing.T) {
+			servers := redistest.Start(t, 3)
+			a := redisEngine(t, servers)
+			ctx := context.Background()
+			la, err := a.TryLock(ctx, "orders", api.WithTTL(30*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer la.Unlock(ctx)
+			for _, s := range servers {
+				evictUntilGone(t, s, policy, "orders")
+			}
+			b := redisEngine(t, servers)
+			lb, err := b.TryLock(ctx, "orders", api.WithTTL(30*time.Second))
+			if err == nil {
+				_ = lb.Unlock(ctx)
+				t.Fatalf("two holders of %q: A (%v of validity left) and B, granted after %s evicted the lock's keys", "orders", time.Until(la.Until()).Round(time.Second), policy)
+			}
+			if !errors.Is(err, api.ErrQuorumUnreachable) || !errors.Is(err, api.ErrUnsafeMaster) || strings.Count(answersOf(err), "maxmemory-policy "+policy) != len(servers) {
+				t.Fatalf("B: %v\nwant ErrQuorumUnreachable, with every master's answer an ErrUnsafeMaster naming maxmemory-policy %s", err, policy)
+			}
+		})
+	}
+	// An evicting policy without a memory limit never evicts (on 64 bits):
+	// such masters vote.
+	t.Run("no-limit", func(t *testing.T) {
+		servers := redistest.Start(t, 3)
+		for _, s := range servers {
+			s.Do(t, nil, "CONFIG", "SET", "maxmemory-policy", "allkeys-lru")
+			s.Do(t, nil, "CONFIG", "SET", "maxmemory", "0")
+		}
+		l, err := redisEngine(t, servers).TryLock(context.Background(), "orders")
+		if err != nil {
+			t.Fatalf("allkeys-lru without maxmemory cannot evict, yet: %v", err)
+		}
+		_ = l.Unlock(context.Background())
+	})
+}
+
+// A replica's keys follow its master's: the master's expiries and deletes
+// remove keys set on a writable replica (replica-read-only no), so the
+// replica's votes are its master's, given twice. With the third master
+// down, the two must not make a majority.
+func TestRedisReplicaDoesNotVote(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	servers[0].Do(t, nil, "CONFIG", "SET", "replica-read-only", "no")
+	servers[0].Do(t, nil, "REPLICAOF", "127.0.0.1", strconv.Itoa(servers[1].Port))
+	e := redisEngine(t, servers)
+	servers[2].Kill()
+	l, err := e.TryLock(context.Background(), "job")
+	if err == nil {
+		_ = l.Unlock(context.Background())
+		t.Fatalf("granted by master 1, a replica of master 2, and master 2, with master 3 down: one data set voted twice")
+	}
+	if !errors.Is(err, api.ErrUnsafeMaster) || !strings.Contains(answersOf(err), "replica of 127.0.0.1:"+strconv.Itoa(servers[1].Port)) {
+		t.Fatalf("TryLock: %v\nwant master 1's answer an ErrUnsafeMaster that names whose replica it is", err)
+	}
+}
+
+// README, "One server, one vote": masters found to be one server after
+// construction (an entry down then) do not vote while both reach it. That
+// must hold with the restart quarantine off too (masters with persistence),
+// whose nodes had no reason of their own to read run ids.
+func TestRedisTwinsFoundLaterWithoutQuarantine(t *testing.T) {
+	servers := redistest.Start(t, 2)
+	addrs := []string{
+		servers[0].Addr,
+		"redis://localhost:" + strconv.Itoa(servers[0].Port) + "/1", // the same server, another database
+		servers[1].Addr,
+	}
+	servers[0].Kill() // down at construction: the constructor cannot see the twins
+	e, err := engine.New(addrs, api.WithoutRestartQuarantine(), api.WithMasterTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	servers[0].Restart(t)
+	servers[1].Kill()
+	// The nodes reconnect to the restarted server within their backoff;
+	// until they do, TryLock fails for want of answers. It must never be
+	// granted: only one server is up. Once both entries answer, their
+	// answers say why they do not vote.
+	var last error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		l, err := e.TryLock(context.Background(), "k")
+		if err == nil {
+			_ = l.Unlock(context.Background())
+			t.Fatalf("%q and %q are one server, found after construction, and both voted: a lock of 3 masters granted with only that server up", addrs[0], addrs[1])
+		}
+		last = err
+		if strings.Count(answersOf(err), "are one server") == 2 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("the two entries of one server never said so: %v", last)
+}
+
+// With INFO refused (an ACL user without @dangerous) the engine cannot tell
+// one server listed twice, nor its eviction policy or role: such a master
+// must not vote, quarantine or not, and its answer must say what to grant.
+func TestRedisMasterRefusingInfoDoesNotVote(t *testing.T) {
+	servers := redistest.Start(t, 2)
+	for _, s := range servers {
+		s.Do(t, nil, "ACL", "SETUSER", "app", "on", ">pw", "~*", "+@all", "-@dangerous")
+	}
+	addrs := []string{
+		"redis://app:pw@" + servers[0].Addr,
+		"redis://app:pw@localhost:" + strconv.Itoa(servers[0].Port) + "/1", // the same server, another database
+		"redis://app:pw@" + servers[1].Addr,
+	}
+	e, err := engine.New(addrs, api.WithoutRestartQuarantine(), api.WithMasterTimeout(2*time.Second))
+	if err != nil {
+		t.Logf("refused at construction: %v", err)
+		return
+	}
+	defer e.Close()
+	servers[1].Kill()
+	l, err := e.TryLock(context.Background(), "k")
+	if err == nil {
+		_ = l.Unlock(context.Background())
+		t.Fatalf("granted by %q and %q, one server whose INFO is refused, with the third master down", addrs[0], addrs[1])
+	}
+	if !errors.Is(err, api.ErrUnsafeMaster) || strings.Count(answersOf(err), "+info") != 2 {
+		t.Fatalf("TryLock: %v\nwant both entries' answers an ErrUnsafeMaster that says to grant INFO (+info)", err)
+	}
+}
