@@ -41,6 +41,11 @@ type Config struct {
 	// quarantine.go); CheckInterval is how often masters are re-read.
 	QuarantinePeriod time.Duration
 	CheckInterval    time.Duration
+	// Vet reads the masters' info (transport.ServerReporter) with the
+	// quarantine off too, so that one server listed twice, a replica and a
+	// master that evicts keys do not vote (quarantine.go, twins.go). Masters
+	// born with the engine (engine.NewMemory) need none of it.
+	Vet bool
 	// Metrics, if not nil, receives the actors' measurements.
 	Metrics *Metrics
 }
@@ -87,7 +92,7 @@ func Start(cfg Config) (*Cluster, error) {
 		intakes[i] = newIntake()
 		cfg.Metrics.intake(i, intakes[i])
 		nd := &node{index: i, t: t, timeout: cfg.MasterTimeout, maxBatch: cfg.MaxBatch, maxInFlight: cfg.MaxInFlight, coords: coords, wg: &c.io, m: cfg.Metrics, in: intakes[i]}
-		if cfg.QuarantinePeriod > 0 {
+		if cfg.QuarantinePeriod > 0 || cfg.Vet {
 			sr, server := t.(transport.ServerReporter)
 			sh, sharded := t.(transport.ShardReporter)
 			if server || sharded {
@@ -96,7 +101,7 @@ func Start(cfg Config) (*Cluster, error) {
 					// Per shard: each shard is a failure domain of its own.
 					nd.q.shards = newShards(sh)
 				}
-			} else {
+			} else if cfg.QuarantinePeriod > 0 {
 				logger.Warn("redlock: master's transport is no transport.ServerReporter (it cannot report its run id, uptime and connection epoch), so it is not quarantined after a restart; it must keep its data across restarts", "master", cfg.Names[i])
 			}
 		}

@@ -45,10 +45,15 @@ type quarantine struct {
 	vettedAt uint64    // the epoch the last info was read in
 	started  time.Time // when the master process started (never later than true)
 	runID    string
+	unsafe   error // why the master's configuration keeps it from voting (unsafeOf), nil if nothing does
 	checkErr error // why the last read of the master's info failed, nil if it did not
 	fetching bool
 	parked   []*batch // results waiting for the info read that vets them
 	cancel   scheduler.CancelFunc
+	// life ends when the node stops: a read still out then is given up,
+	// and its answer not sent to the stopped node (a dead letter).
+	life context.Context
+	end  context.CancelFunc
 
 	shards *shards // per shard, instead of the fields above; nil for one server
 }
@@ -86,6 +91,30 @@ func (q *quarantine) stop() {
 	if q != nil && q.cancel != nil {
 		q.cancel()
 	}
+	if q != nil && q.end != nil {
+		q.end()
+	}
+}
+
+// read runs a read of the master's (or a shard's) info off the actor's
+// goroutine: fill fills r, under a context that ends with the node, and r
+// goes to the node unless the node stopped meanwhile.
+func (q *quarantine) read(n *node, r *infoResult, fill func(context.Context, *infoResult)) {
+	if q.life == nil {
+		q.life, q.end = context.WithCancel(context.Background())
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		ctx, cancel := context.WithTimeout(q.life, max(n.timeout, time.Second))
+		fill(ctx, r)
+		cancel()
+		if q.life.Err() != nil {
+			return
+		}
+		r.at = time.Now()
+		n.root.Send(n.self, r)
+	}()
 }
 
 // check reads the master's info off the actor's goroutine.
@@ -98,18 +127,12 @@ func (q *quarantine) check(n *node) {
 		return
 	}
 	q.fetching = true
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
+	q.read(n, &infoResult{}, func(ctx context.Context, r *infoResult) {
 		// The epoch is read first: the info then describes that epoch's
 		// master or a later one, never an earlier one.
-		r := &infoResult{epoch: q.epoch()}
-		ctx, cancel := context.WithTimeout(context.Background(), max(n.timeout, time.Second))
+		r.epoch = q.epoch()
 		r.info, r.err = q.server.ServerInfo(ctx)
-		cancel()
-		r.at = time.Now()
-		n.root.Send(n.self, r)
-	}()
+	})
 }
 
 func (q *quarantine) learn(n *node, r *infoResult) {
@@ -128,12 +151,20 @@ func (q *quarantine) learn(n *node, r *infoResult) {
 		return
 	}
 	started, another := startOf(q.runID, q.started, r)
-	if another {
+	if another && q.period > 0 {
 		q.logger.Warn("redlock: another master process behind this address (restarted, or the address now reaches a different server); in quarantine", "master", q.name,
 			"old_run_id", q.runID, "run_id", r.info.RunID, "uptime", r.info.Uptime,
 			"votes_again_in", time.Until(started.Add(q.period)).Round(time.Millisecond))
 	}
+	unsafe := unsafeOf(r.info)
+	if unsafe != nil {
+		// It may be dropping keys now; once it stops, it may lack keys of
+		// locks still valid, as a restarted master does. So it sits out a
+		// period from the last time it was seen unsafe.
+		started = r.at
+	}
 	q.runID, q.started = r.info.RunID, started
+	q.setUnsafe(unsafe)
 	n.m.learned(n.index, nil, started.Add(q.period))
 	q.twins.set(q.index, r.info.RunID)
 	if q.epoch() != r.epoch {
@@ -181,9 +212,26 @@ func (q *quarantine) park(n *node, b *batch) bool {
 	if q == nil || (q.vetted && b.epoch == q.vettedAt) || b.epoch == ^uint64(0) {
 		return false
 	}
+	// A batch with no answer but releases' (every op failed: the master
+	// is down or silent) has nothing to vet: held for the read, which takes
+	// as long as the master is silent, its failures would come late.
+	if !answered(b) {
+		return false
+	}
 	q.check(n)
 	q.parked = append(q.parked, b)
 	return true
+}
+
+// answered says whether the master answered an op of b other than a
+// release: an answer that vetting may turn into a failure.
+func answered(b *batch) bool {
+	for i := range b.res {
+		if countsAsVote(b, i, true) {
+			return true
+		}
+	}
+	return false
 }
 
 // release delivers the parked batches, now vetted by what was just learned
@@ -215,6 +263,9 @@ func (q *quarantine) vet(n *node, b *batch) {
 	switch {
 	case !q.vetted || b.epoch != q.vettedAt:
 		reason = fmt.Errorf("%w: its process could not be checked since it (re)connected", api.ErrQuarantined)
+		if q.period == 0 {
+			reason = fmt.Errorf("%w: it could not be checked since it (re)connected (its run id, role and eviction policy)", api.ErrUnsafeMaster)
+		}
 		if q.checkErr != nil {
 			// The cause as text, not wrapped: a context error of the
 			// check's own timeout is not the caller's.
@@ -225,6 +276,13 @@ func (q *quarantine) vet(n *node, b *batch) {
 		if reason = q.twins.err(q.index); reason != nil {
 			answers = true
 			break
+		}
+		if reason = q.unsafe; reason != nil {
+			answers = true
+			break
+		}
+		if q.period == 0 {
+			return
 		}
 		now := time.Now()
 		if !now.Before(q.started.Add(q.period)) {
@@ -238,4 +296,30 @@ func (q *quarantine) vet(n *node, b *batch) {
 			b.res[i] = transport.Result{Err: reason}
 		}
 	}
+}
+
+// unsafeOf is why a master whose info is si must not vote whatever its
+// uptime, or nil: its configuration can drop a lock's key while the lock is
+// held, which a quarantine cannot make up for.
+func unsafeOf(si transport.ServerInfo) error {
+	switch {
+	case si.ReplicaOf != "":
+		return fmt.Errorf("%w: it is a replica of %s, whose expiries and deletes remove keys set on it (its votes would be its master's, counted again); list independent masters (REPLICAOF NO ONE makes it one)", api.ErrUnsafeMaster, si.ReplicaOf)
+	case si.Eviction != "":
+		return fmt.Errorf("%w: it evicts keys to stay under its memory limit (%s), a held lock's key among them, which lets a second holder in; set maxmemory-policy noeviction (CONFIG SET maxmemory-policy noeviction) or no maxmemory", api.ErrUnsafeMaster, si.Eviction)
+	}
+	return nil
+}
+
+// setUnsafe records why the master's configuration keeps it from voting,
+// and says so in the log when that changes.
+func (q *quarantine) setUnsafe(err error) {
+	if (err == nil) != (q.unsafe == nil) || (err != nil && err.Error() != q.unsafe.Error()) {
+		if err != nil {
+			q.logger.Error("redlock: master does not vote: its configuration can drop lock keys", "master", q.name, "error", err)
+		} else {
+			q.logger.Warn("redlock: master votes again: its configuration no longer drops lock keys", "master", q.name)
+		}
+	}
+	q.unsafe = err
 }

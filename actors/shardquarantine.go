@@ -66,6 +66,7 @@ type shardProc struct {
 	started  time.Time
 	runID    string
 	readErr  error // the last read's error, nil once one succeeds
+	unsafe   error // why the shard's configuration keeps it from voting (unsafeOf), nil if nothing does
 	fetching bool
 	gen      uint64 // counts reads started
 	name     string
@@ -149,18 +150,12 @@ func (s *shards) check(q *quarantine, n *node, name string) {
 	// this count happened before the process the read finds.
 	p.fetchHandoffs = s.r.Handoffs(name)
 	handoffs := p.fetchHandoffs
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
+	q.read(n, &infoResult{shard: name, gen: gen, handoffs: handoffs}, func(ctx context.Context, r *infoResult) {
 		// The epoch first: the info then describes that epoch's process
 		// or a later one, never an earlier one.
-		r := &infoResult{shard: name, gen: gen, epoch: s.r.ShardEpoch(name), handoffs: handoffs}
-		ctx, cancel := context.WithTimeout(context.Background(), max(n.timeout, time.Second))
+		r.epoch = s.r.ShardEpoch(name)
 		r.info, r.err = s.r.ShardInfo(ctx, name)
-		cancel()
-		r.at = time.Now()
-		n.root.Send(n.self, r)
-	}()
+	})
 }
 
 func (s *shards) learn(q *quarantine, n *node, r *infoResult) {
@@ -197,7 +192,16 @@ func (s *shards) learn(q *quarantine, n *node, r *infoResult) {
 			}
 			p.handoffs = max(p.handoffs, r.handoffs)
 		}
-		if another {
+		u := unsafeOf(r.info)
+		if u != nil && p.unsafe == nil {
+			q.logger.Error("redlock: a shard of this master does not vote: its configuration can drop lock keys", "master", q.name, "shard", r.shard, "error", u)
+		}
+		if p.unsafe = u; u != nil {
+			// As for a whole master (quarantine.learn): a period from
+			// the last time it was seen unsafe.
+			started = r.at
+		}
+		if another && q.period > 0 {
 			q.logger.Warn("redlock: another process behind a shard of this master (restarted, or the address now reaches a different server); the shard is in quarantine", "master", q.name, "shard", r.shard,
 				"old_run_id", p.runID, "run_id", r.info.RunID, "uptime", r.info.Uptime,
 				"votes_again_in", time.Until(started.Add(q.period)).Round(time.Millisecond))
@@ -433,6 +437,10 @@ func (s *shards) vet(q *quarantine, n *node, b *batch) {
 			if sv.Shard != "" {
 				s.check(q, n, sv.Shard)
 			}
+			continue
+		}
+		if p.unsafe != nil {
+			b.res[i] = transport.Result{Err: fmt.Errorf("shard %s: %w", sv.Shard, p.unsafe)}
 			continue
 		}
 		if ends := p.started.Add(q.period); now.Before(ends) {

@@ -114,7 +114,7 @@ func New(masters []string, opts ...api.Option) (*Engine, error) {
 		}
 		ts = append(ts, t)
 	}
-	e, err := start(ts, o)
+	e, err := start(ts, o, true)
 	if err != nil {
 		closeAll(ts)
 		return nil, err
@@ -140,6 +140,12 @@ func New(masters []string, opts ...api.Option) (*Engine, error) {
 // and the calls refuse a per-lock one, a multi-key lock and a read-write
 // lock, with ErrInvalidArgument naming the masters that lack it.
 func NewWithTransports(ts []transport.Transport, opts ...api.Option) (*Engine, error) {
+	return newWithTransports(ts, true, opts)
+}
+
+// newWithTransports is NewWithTransports; vet says whether the nodes read
+// their masters' info with the quarantine off (actors.Config.Vet).
+func newWithTransports(ts []transport.Transport, vet bool, opts []api.Option) (*Engine, error) {
 	o, err := check.Engine(opts)
 	if err == nil {
 		err = checkTransports(ts)
@@ -148,7 +154,7 @@ func NewWithTransports(ts []transport.Transport, opts ...api.Option) (*Engine, e
 		closeAll(ts)
 		return nil, newErr(err)
 	}
-	e, err := start(append([]transport.Transport(nil), ts...), o)
+	e, err := start(append([]transport.Transport(nil), ts...), o, vet)
 	if err != nil {
 		closeAll(ts)
 	}
@@ -167,8 +173,10 @@ func NewMemory(n int, opts ...api.Option) (*Engine, error) {
 		ts[i] = memory.NewNamed(fmt.Sprintf("memory-%d", i+1)).Transport()
 	}
 	// Masters born with the engine have no past to forget, so there is
-	// nothing to quarantine (an option given here can still turn it on).
-	return NewWithTransports(ts, append([]api.Option{api.WithoutRestartQuarantine()}, opts...)...)
+	// nothing to quarantine (an option given here can still turn it on);
+	// nor are they replicas, evicting, or one master twice, so there is
+	// nothing to vet.
+	return newWithTransports(ts, false, append([]api.Option{api.WithoutRestartQuarantine()}, opts...))
 }
 
 func checkTransports(ts []transport.Transport) error {
@@ -202,7 +210,7 @@ func checkTransports(ts []transport.Transport) error {
 	return nil
 }
 
-func start(ts []transport.Transport, o api.Options) (*Engine, error) {
+func start(ts []transport.Transport, o api.Options, vet bool) (*Engine, error) {
 	names := make([]string, len(ts))
 	for i, t := range ts {
 		names[i] = fmt.Sprintf("master %d", i+1)
@@ -237,8 +245,9 @@ func start(ts []transport.Transport, o api.Options) (*Engine, error) {
 		Logger:        o.Logger,
 	}
 	if !o.Quarantine.Off {
-		cfg.QuarantinePeriod, cfg.CheckInterval = o.Quarantine.Period, o.Quarantine.CheckInterval
+		cfg.QuarantinePeriod = o.Quarantine.Period
 	}
+	cfg.CheckInterval, cfg.Vet = o.Quarantine.CheckInterval, vet
 	ob, err := newObs(o, names)
 	if err != nil {
 		return nil, newErr(err)

@@ -38,10 +38,6 @@ func TestConstructorDoesNotWaitForHungMasters(t *testing.T) {
 			hungMaster{silentMaster{memory.New().Transport()}, "d"}, hungMaster{silentMaster{memory.New().Transport()}, "e"},
 		}
 		start := time.Now()
-		// Without the quarantine, whose run-time checks of the hung masters
-		// would still be out at Close: their answers then go to stopped
-		// actors, and the actor system's dead-letter throttle waits on a
-		// timer that the bubble's clock no longer moves.
 		e, err := engine.NewWithTransports(ts, api.WithMasterTimeout(100*time.Millisecond), api.WithoutRestartQuarantine())
 		took := time.Since(start) // the bubble's clock: exact
 		if err != nil {

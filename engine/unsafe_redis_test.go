@@ -72,6 +72,38 @@ func answersOf(err error) string {
 	return b.String()
 }
 
+// unsafeAnswers counts the masters in err whose answer is an
+// api.ErrUnsafeMaster whose text contains want.
+func unsafeAnswers(err error, want string) int {
+	var ae *api.Error
+	if !errors.As(err, &ae) {
+		return 0
+	}
+	n := 0
+	for _, m := range ae.Masters {
+		if errors.Is(m.Err, api.ErrUnsafeMaster) && strings.Contains(m.Err.Error(), want) {
+			n++
+		}
+	}
+	return n
+}
+
+// newUnwarmed is an engine over servers that has not tried a lock yet
+// (redisEngine's warm-up would fail on masters that may not vote).
+func newUnwarmed(t *testing.T, servers []*redistest.Server) *engine.Engine {
+	t.Helper()
+	var addrs []string
+	for _, s := range servers {
+		addrs = append(addrs, s.Addr)
+	}
+	e, err := engine.New(addrs, api.WithoutRestartQuarantine(), api.WithMasterTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
 // A master that may evict keys to stay under its memory limit can drop a
 // lock's key while the lock is held, and then grant the key to another. An
 // engine that reads its masters' eviction policy refuses their votes; the
@@ -90,14 +122,15 @@ func TestRedisEvictingMastersDoNotVote(t *testing.T) {
 			for _, s := range servers {
 				evictUntilGone(t, s, policy, "orders")
 			}
-			b := redisEngine(t, servers)
+			b := newUnwarmed(t, servers)
 			lb, err := b.TryLock(ctx, "orders", api.WithTTL(30*time.Second))
 			if err == nil {
 				_ = lb.Unlock(ctx)
 				t.Fatalf("two holders of %q: A (%v of validity left) and B, granted after %s evicted the lock's keys", "orders", time.Until(la.Until()).Round(time.Second), policy)
 			}
-			if !errors.Is(err, api.ErrQuorumUnreachable) || !errors.Is(err, api.ErrUnsafeMaster) || strings.Count(answersOf(err), "maxmemory-policy "+policy) != len(servers) {
-				t.Fatalf("B: %v\nwant ErrQuorumUnreachable, with every master's answer an ErrUnsafeMaster naming maxmemory-policy %s", err, policy)
+			// The outcome is certain once two of three refuse to vote.
+			if !errors.Is(err, api.ErrQuorumUnreachable) || unsafeAnswers(err, "maxmemory-policy "+policy) < 2 {
+				t.Fatalf("B: %v\nwant ErrQuorumUnreachable, with at least two answers an ErrUnsafeMaster naming maxmemory-policy %s", err, policy)
 			}
 		})
 	}
@@ -132,7 +165,7 @@ func TestRedisReplicaDoesNotVote(t *testing.T) {
 		_ = l.Unlock(context.Background())
 		t.Fatalf("granted by master 1, a replica of master 2, and master 2, with master 3 down: one data set voted twice")
 	}
-	if !errors.Is(err, api.ErrUnsafeMaster) || !strings.Contains(answersOf(err), "replica of 127.0.0.1:"+strconv.Itoa(servers[1].Port)) {
+	if unsafeAnswers(err, "replica of 127.0.0.1:"+strconv.Itoa(servers[1].Port)) != 1 {
 		t.Fatalf("TryLock: %v\nwant master 1's answer an ErrUnsafeMaster that names whose replica it is", err)
 	}
 }
@@ -201,7 +234,49 @@ func TestRedisMasterRefusingInfoDoesNotVote(t *testing.T) {
 		_ = l.Unlock(context.Background())
 		t.Fatalf("granted by %q and %q, one server whose INFO is refused, with the third master down", addrs[0], addrs[1])
 	}
-	if !errors.Is(err, api.ErrUnsafeMaster) || strings.Count(answersOf(err), "+info") != 2 {
-		t.Fatalf("TryLock: %v\nwant both entries' answers an ErrUnsafeMaster that says to grant INFO (+info)", err)
+	// The outcome is certain once one entry of the server refuses to vote
+	// (the third master is down), so the other may still be pending.
+	if unsafeAnswers(err, "+info") < 1 {
+		t.Fatalf("TryLock: %v\nwant an ErrUnsafeMaster answer that says to grant INFO (+info)", err)
 	}
+}
+
+// README lists the ACL a lock user needs; with exactly that, every kind of
+// lock works on masters whose INFO the engine reads (the quarantine on).
+func TestRedisDocumentedACLSuffices(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	var addrs []string
+	for _, s := range servers {
+		s.Do(t, nil, "ACL", "SETUSER", "locks", "on", ">pw", "~*", "-@all", "+@read", "+@write", "+@scripting", "+info", "+ping", "+select", "+time")
+		addrs = append(addrs, "redis://locks:pw@"+s.Addr+"/2")
+	}
+	e, err := engine.New(addrs, api.WithRestartQuarantine(time.Second), api.WithTTL(time.Second), api.WithMasterTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := e.Lock(ctx, "k", api.WithFencing(true)) // waits out the quarantine
+	if err != nil {
+		t.Fatalf("Lock with the documented ACL: %v", err)
+	}
+	if err := l.Extend(ctx); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	if l, err = e.LockAll(ctx, []string{"a", "b"}); err != nil {
+		t.Fatalf("LockAll: %v", err)
+	}
+	_ = l.Unlock(ctx)
+	if l, err = e.RLock(ctx, "r"); err != nil {
+		t.Fatalf("RLock: %v", err)
+	}
+	_ = l.Unlock(ctx)
+	if l, err = e.Semaphore(ctx, "s", 2); err != nil {
+		t.Fatalf("Semaphore: %v", err)
+	}
+	_ = l.Unlock(ctx)
 }

@@ -254,6 +254,17 @@ type ServerInfo struct {
 	// never exceed the real uptime (round down, and subtract the error of
 	// the source): the engine ends a restarted master's quarantine by it.
 	Uptime time.Duration
+	// ReplicaOf is the address of the server this one replicates, "" when
+	// it replicates none. A replica's keys follow its master's (the
+	// master's expiries and deletes remove keys set on the replica), so the
+	// engine does not count a replica's votes.
+	ReplicaOf string
+	// Eviction describes how the master may evict keys to stay under a
+	// memory limit (for Redis: its maxmemory-policy, when maxmemory is set
+	// and the policy is not noeviction), "" when it never evicts. Eviction
+	// can drop a lock's key while the lock is held, so the engine does not
+	// count such a master's votes.
+	Eviction string
 }
 
 // ServerReporter is an optional interface: a transport that can say which
@@ -262,7 +273,10 @@ type ServerInfo struct {
 // assumed to never restart without its data, and the engine logs a warning
 // for it. Its two methods only work together, so they are one interface.
 //
-// ServerInfo reports the master's run id and uptime.
+// ServerInfo reports the master's run id and uptime, and whether it
+// replicates another server or evicts keys. The engine reads it also with
+// the quarantine off, to keep one server listed twice, a replica and an
+// evicting master from voting.
 //
 // Epoch changes every time the transport starts talking to the master over
 // a new connection (and so, maybe, to a master process that restarted and

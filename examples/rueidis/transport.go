@@ -243,7 +243,9 @@ func (t *Transport) Close() error {
 	return nil
 }
 
-// ServerInfo reads run_id and uptime_in_seconds from INFO server.
+// ServerInfo reads run_id and uptime_in_seconds, the role and the eviction
+// settings from INFO's default sections (one INFO with several section
+// names needs Redis 7).
 func (t *Transport) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
 	if t.closed.Load() {
 		return transport.ServerInfo{}, t.errClosed
@@ -254,44 +256,65 @@ func (t *Transport) ServerInfo(ctx context.Context) (transport.ServerInfo, error
 	ctx, cancel := t.withDeadline(ctx)
 	defer cancel()
 	e0 := t.epoch.Load()
-	r := t.client.Do(ctx, t.client.B().Info().Section("server").Build())
+	r := t.client.Do(ctx, t.client.B().Info().Build())
 	t.settle(e0)
 	if err := r.NonRedisError(); err != nil {
 		return transport.ServerInfo{}, t.callErr(ctx, err)
 	}
 	text, err := r.ToString()
 	if err != nil {
-		return transport.ServerInfo{}, fmt.Errorf("rueidis %s: INFO server: %w", t.name, err)
+		return transport.ServerInfo{}, fmt.Errorf("rueidis %s: INFO: %w", t.name, err)
 	}
 	return parseServerInfo(t.name, text)
 }
 
-// parseServerInfo picks the two fields the engine needs out of INFO's
+// parseServerInfo picks the fields the engine needs out of INFO's
 // "field:value" lines.
 func parseServerInfo(name, text string) (transport.ServerInfo, error) {
 	var (
-		info   transport.ServerInfo
-		uptime = -1
+		info                     transport.ServerInfo
+		uptime                   = -1
+		role, host, port, policy string
+		maxmemory                int64
 	)
 	for _, line := range strings.Split(text, "\n") {
-		line = strings.TrimSpace(line)
-		if v, ok := strings.CutPrefix(line, "run_id:"); ok {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		switch k {
+		case "run_id":
 			info.RunID = v
-		} else if v, ok := strings.CutPrefix(line, "uptime_in_seconds:"); ok {
+		case "uptime_in_seconds":
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 {
-				return info, fmt.Errorf("rueidis %s: INFO server: bad uptime_in_seconds %q", name, v)
+				return info, fmt.Errorf("rueidis %s: INFO: bad uptime_in_seconds %q", name, v)
 			}
 			uptime = n
+		case "role":
+			role = v
+		case "master_host":
+			host = v
+		case "master_port":
+			port = v
+		case "maxmemory":
+			maxmemory, _ = strconv.ParseInt(v, 10, 64)
+		case "maxmemory_policy":
+			policy = v
 		}
 	}
 	if info.RunID == "" || uptime < 0 {
-		return info, fmt.Errorf("rueidis %s: INFO server lacks run_id or uptime_in_seconds", name)
+		return info, fmt.Errorf("rueidis %s: INFO lacks run_id or uptime_in_seconds", name)
 	}
 	// Redis computes the uptime from whole wall-clock seconds, so it can
 	// read 1 just after a start; the contract wants it never ahead of the
 	// truth (it ends a restart quarantine), so take a second off.
 	info.Uptime = time.Duration(max(uptime-1, 0)) * time.Second
+	// A replica, or a master that evicts keys under a memory limit, can
+	// lose a held lock's key: the engine keeps it from voting.
+	if role != "" && role != "master" {
+		info.ReplicaOf = net.JoinHostPort(host, port)
+	}
+	if maxmemory > 0 && policy != "" && policy != "noeviction" {
+		info.Eviction = "maxmemory-policy " + policy
+	}
 	return info, nil
 }
 

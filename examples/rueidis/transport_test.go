@@ -236,6 +236,10 @@ func TestParseServerInfo(t *testing.T) {
 	if err != nil || info.RunID != "abc" || info.Uptime != 9*time.Second {
 		t.Errorf("parse = %+v, %v; want run id abc and 9s (a second under the reported 10)", info, err)
 	}
+	info, err = parseServerInfo("m", "run_id:abc\r\nuptime_in_seconds:10\r\nmaxmemory:100\r\nmaxmemory_policy:volatile-lru\r\nrole:slave\r\nmaster_host:h\r\nmaster_port:7\r\n")
+	if err != nil || info.ReplicaOf != "h:7" || info.Eviction != "maxmemory-policy volatile-lru" {
+		t.Errorf("parse = %+v, %v; want a replica of h:7 that evicts under volatile-lru", info, err)
+	}
 	for _, text := range []string{"run_id:abc\r\n", "uptime_in_seconds:3\r\n", "run_id:abc\r\nuptime_in_seconds:x\r\n"} {
 		if _, err := parseServerInfo("m", text); err == nil {
 			t.Errorf("parse(%q) = nil error, want one", text)

@@ -122,4 +122,26 @@ func TestParseServerInfo(t *testing.T) {
 	if _, err := parseServerInfo("x", "# Server\r\n"); err == nil {
 		t.Error("parseServerInfo without the fields succeeded")
 	}
+	// The role and the eviction settings, from their sections of INFO.
+	const id = "run_id:r\r\nuptime_in_seconds:9\r\n"
+	for _, c := range []struct {
+		info                string
+		replicaOf, eviction string
+	}{
+		{id + "# Memory\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n# Replication\r\nrole:master\r\n", "", ""},
+		{id + "maxmemory:0\r\nmaxmemory_policy:allkeys-lru\r\n", "", ""}, // no limit: nothing evicted
+		{id + "maxmemory:1048576\r\nmaxmemory_policy:noeviction\r\n", "", ""},
+		{id + "maxmemory:1048576\r\nmaxmemory_policy:volatile-ttl\r\n", "", "maxmemory-policy volatile-ttl with maxmemory 1048576 bytes"},
+		{id + "role:slave\r\nmaster_host:10.0.0.7\r\nmaster_port:6380\r\n", "10.0.0.7:6380", ""},
+		{id + "role:slave\r\nmaster_host:::1\r\nmaster_port:6380\r\n", "[::1]:6380", ""},
+		{id, "", ""}, // a server that says nothing of either
+	} {
+		si, err := parseServerInfo("x", c.info)
+		if err != nil || si.ReplicaOf != c.replicaOf || si.Eviction != c.eviction {
+			t.Errorf("parseServerInfo(%q) = %+v, %v; want ReplicaOf %q, Eviction %q", c.info, si, err, c.replicaOf, c.eviction)
+		}
+	}
+	if _, err := parseServerInfo("x", id+"maxmemory:lots\r\n"); err == nil {
+		t.Error("parseServerInfo with maxmemory:lots succeeded")
+	}
 }

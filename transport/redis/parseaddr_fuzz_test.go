@@ -107,6 +107,7 @@ func FuzzParseServerInfo(f *testing.F) {
 	f.Add("run_id:\r\nuptime_in_seconds:1\r\n")
 	f.Add("uptime_in_seconds:x\r\nrun_id:y\r\n")
 	f.Add("run_id:a:b\r\nuptime_in_seconds:-1\r\n")
+	f.Add("run_id:r\r\nuptime_in_seconds:1\r\nrole:slave\r\nmaster_host:h\r\nmaster_port:1\r\nmaxmemory:9\r\nmaxmemory_policy:allkeys-lru\r\n")
 	f.Add("")
 	f.Fuzz(func(t *testing.T, info string) {
 		si, err := parseServerInfo("h:1", info)

@@ -605,8 +605,10 @@ func (t *Transport) Ping(ctx context.Context) error {
 	return nil
 }
 
-// ServerInfo reads run_id and uptime_in_seconds from INFO server, on the
-// connection that is current when it is called, like every other call.
+// ServerInfo reads run_id and uptime_in_seconds, the replication role and
+// the eviction settings from INFO (its default sections: INFO with several
+// section names needs Redis 7), on the connection that is current when it
+// is called, like every other call.
 //
 // The guarantee, with Epoch: an info fetched after reading epoch E describes
 // the process behind epoch E or a later one, never an earlier one (the
@@ -615,7 +617,12 @@ func (t *Transport) Ping(ctx context.Context) error {
 // returned, the info describes exactly the process behind E.
 func (t *Transport) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
 	var info string
-	if err := t.exec(ctx, (&command{out: &info}).cmd("INFO", "server")); err != nil {
+	if err := t.exec(ctx, (&command{out: &info}).cmd("INFO")); err != nil {
+		if strings.Contains(err.Error(), "NOPERM") {
+			// INFO is in ACL category @dangerous, which hardened users
+			// often lack; without it the engine cannot vet the master.
+			return transport.ServerInfo{}, fmt.Errorf("%w; the engine reads INFO to tell a restarted master, one server listed twice, a replica and an evicting master: grant it (ACL SETUSER <user> +info)", err)
+		}
 		return transport.ServerInfo{}, err
 	}
 	return parseServerInfo(t.name, info)
@@ -624,6 +631,8 @@ func (t *Transport) ServerInfo(ctx context.Context) (transport.ServerInfo, error
 func parseServerInfo(name, info string) (transport.ServerInfo, error) {
 	var si transport.ServerInfo
 	var haveUptime bool
+	var role, masterHost, masterPort, policy string
+	var maxmemory int64
 	for line := range strings.Lines(info) {
 		k, v, ok := strings.Cut(strings.TrimRight(line, "\r\n"), ":")
 		if !ok {
@@ -635,7 +644,7 @@ func parseServerInfo(name, info string) (transport.ServerInfo, error) {
 		case "uptime_in_seconds":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
-				return si, fmt.Errorf("redis %s: INFO server: uptime_in_seconds %q: %w", name, v, err)
+				return si, fmt.Errorf("redis %s: INFO: uptime_in_seconds %q: %w", name, v, err)
 			}
 			// uptime_in_seconds is the difference of two truncated
 			// wall-clock seconds: it reads 1 a few milliseconds after a
@@ -644,10 +653,32 @@ func parseServerInfo(name, info string) (transport.ServerInfo, error) {
 			// so take a second off.
 			si.Uptime = time.Duration(max(n-1, 0)) * time.Second
 			haveUptime = true
+		case "role":
+			role = v
+		case "master_host":
+			masterHost = v
+		case "master_port":
+			masterPort = v
+		case "maxmemory":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return si, fmt.Errorf("redis %s: INFO: maxmemory %q: %w", name, v, err)
+			}
+			maxmemory = n
+		case "maxmemory_policy":
+			policy = v
 		}
 	}
 	if si.RunID == "" || !haveUptime {
-		return si, fmt.Errorf("redis %s: INFO server has no run_id or uptime_in_seconds", name)
+		return si, fmt.Errorf("redis %s: INFO has no run_id or uptime_in_seconds", name)
+	}
+	if role != "" && role != "master" {
+		si.ReplicaOf = net.JoinHostPort(masterHost, masterPort)
+	}
+	// Without a limit nothing is evicted (a 32-bit server has an implicit
+	// limit, and noeviction with it by default).
+	if maxmemory > 0 && policy != "" && policy != "noeviction" {
+		si.Eviction = fmt.Sprintf("maxmemory-policy %s with maxmemory %d bytes", policy, maxmemory)
 	}
 	return si, nil
 }

@@ -350,7 +350,7 @@ func (t *Transport) Epoch() uint64 {
 
 // ServerInfo describes the cluster as one server: its run id is the sorted
 // run ids of the masters of the current slot map, its uptime the least of
-// theirs. A shard that restarted (a new run id) or a new master (a
+// theirs, its Eviction and ReplicaOf the first shard's that has one. A shard that restarted (a new run id) or a new master (a
 // failover, a node added) thus changes the cluster's run id, and the
 // engine's restart quarantine applies to the cluster. It fails if any
 // master cannot be read, or while the cluster is refused (ErrFailoverRisk).
@@ -369,6 +369,14 @@ func (t *Transport) ServerInfo(ctx context.Context) (transport.ServerInfo, error
 		ids[i] = in.RunID
 		if i == 0 || in.Uptime < si.Uptime {
 			si.Uptime = in.Uptime
+		}
+		// A shard that evicts (or, a master of the slot map, replicates)
+		// can lose keys of the whole cluster's locks.
+		if in.Eviction != "" && si.Eviction == "" {
+			si.Eviction = "shard " + tp.masters[i] + ": " + in.Eviction
+		}
+		if in.ReplicaOf != "" && si.ReplicaOf == "" {
+			si.ReplicaOf = in.ReplicaOf
 		}
 	}
 	slices.Sort(ids)

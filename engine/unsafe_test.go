@@ -1,0 +1,81 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/engine"
+	"github.com/quorumlock/redlock/transport"
+	"github.com/quorumlock/redlock/transport/memory"
+)
+
+// evicting is an in-memory master whose ServerInfo says it evicts keys
+// while evicts is set, as a Redis master does after CONFIG SET
+// maxmemory-policy allkeys-lru with a memory limit.
+type evicting struct {
+	transport.Transport
+	evicts *atomic.Bool
+}
+
+func (t evicting) Name() string  { return t.Transport.(transport.Namer).Name() }
+func (t evicting) Epoch() uint64 { return t.Transport.(transport.ServerReporter).Epoch() }
+func (t evicting) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
+	si, err := t.Transport.(transport.ServerReporter).ServerInfo(ctx)
+	if t.evicts.Load() {
+		si.Eviction = "maxmemory-policy allkeys-lru with maxmemory 1000 bytes"
+	}
+	return si, err
+}
+
+// A master that evicted keys may lack keys of locks still valid once it
+// stops evicting, as a restarted master does: with the quarantine on it
+// votes again only a period after it was last seen evicting.
+func TestEvictingMasterSitsOutAPeriodAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const period = 5 * time.Second // the check interval is 1s
+		var evicts atomic.Bool
+		var ts []transport.Transport
+		for _, name := range []string{"a", "b", "c"} {
+			ts = append(ts, evicting{memory.NewNamed(name).Transport(), &evicts})
+		}
+		e, err := engine.NewWithTransports(ts, api.WithTTL(period), api.WithRestartQuarantine(period))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		ctx := context.Background()
+		try := func() error {
+			l, err := e.TryLock(ctx, "k")
+			if err == nil {
+				_ = l.Unlock(ctx)
+			}
+			return err
+		}
+		time.Sleep(period) // fresh masters sit out a period
+		if err := try(); err != nil {
+			t.Fatalf("past the first period: %v", err)
+		}
+		evicts.Store(true)
+		time.Sleep(1100 * time.Millisecond) // a check has read it
+		if err := try(); !errors.Is(err, api.ErrQuorumUnreachable) || unsafeAnswers(err, "allkeys-lru") < 2 {
+			t.Fatalf("masters evicting: %v, want ErrQuorumUnreachable with ErrUnsafeMaster answers", err)
+		}
+		evicts.Store(false)
+		time.Sleep(1100 * time.Millisecond) // a check has read it
+		stopped := time.Now()
+		err = try()
+		var ae *api.Error
+		if !errors.As(err, &ae) || !errors.Is(ae.Masters[0].Err, api.ErrQuarantined) {
+			t.Fatalf("just after the masters stopped evicting: %v, want them in quarantine", err)
+		}
+		time.Sleep(period - time.Since(stopped) + 1100*time.Millisecond)
+		if err := try(); err != nil {
+			t.Fatalf("a period after the masters stopped evicting: %v", err)
+		}
+	})
+}
