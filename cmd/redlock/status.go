@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/transport"
 	"github.com/quorumlock/redlock/transport/redis"
 	"github.com/quorumlock/redlock/transport/rediscluster"
 )
@@ -43,9 +45,13 @@ func newStatusCmd() *cobra.Command {
 		Long: `status connects to every master (--nodes or ` + nodesEnv + `) at once and shows one
 row per master: whether it answers, the round-trip time of a PING, its run_id and
 uptime, and whether it is in restart quarantine (up for less than --quarantine,
-so it does not vote yet: it may have forgotten locks when it restarted). Then
-whether the quorum is healthy: at least N/2+1 masters answer and are out of
-quarantine, so locks can be granted.
+so it does not vote yet: it may have forgotten locks when it restarted). A
+master that is a replica, or evicts keys under a memory limit (maxmemory with a
+policy other than noeviction), does not vote either, and one that refuses to set
+and delete a probe key of its own (redlock-status:..., full under noeviction, a
+read-only replica, an ACL without SET) cannot grant a lock; the ERROR column
+says which. Then whether the quorum is healthy: at least N/2+1 masters can
+vote, so locks can be granted.
 
 --quarantine should be what the lock takers use: their largest --ttl (10s by
 default), or their --quarantine.
@@ -131,7 +137,17 @@ type masterStatus struct {
 	RunID       string  `json:"run_id"`
 	UptimeS     int64   `json:"uptime_s"`
 	Quarantined bool    `json:"quarantined"`
-	Error       string  `json:"error"`
+	// Unsafe says why the master's configuration can drop a lock's key
+	// (a replica, or an eviction policy under a memory limit); the engine
+	// counts no vote from it.
+	Unsafe string `json:"unsafe,omitempty"`
+	// Writable: whether a probe key could be set and deleted (not tried on
+	// Redis Cluster masters: absent); a master that refuses SET (OOM,
+	// READONLY, NOPERM) cannot grant a lock.
+	Writable *bool `json:"writable,omitempty"`
+	// Votes: the master counts towards the quorum.
+	Votes bool   `json:"votes"`
+	Error string `json:"error"`
 	// A Redis Cluster master (redis+cluster://): its shards, its replicas,
 	// and whether it is refused for them (status_cluster.go).
 	Shards       []shardStatus `json:"shards,omitempty"`
@@ -143,7 +159,9 @@ type masterStatus struct {
 }
 
 // votes reports whether the master counts towards a quorum.
-func (m *masterStatus) votes() bool { return m.Reachable && m.known && !m.Quarantined }
+func (m *masterStatus) votes() bool {
+	return m.Reachable && m.known && !m.Quarantined && m.Unsafe == "" && (m.Writable == nil || *m.Writable)
+}
 
 // status checks every master and prints the report. It returns nil when the
 // quorum is healthy, else an *exitError.
@@ -173,7 +191,7 @@ func checkMasters(ctx context.Context, o statusOptions) *statusReport {
 	}
 	wg.Wait()
 	for i := range rep.Masters {
-		if rep.Masters[i].votes() {
+		if rep.Masters[i].Votes = rep.Masters[i].votes(); rep.Masters[i].Votes {
 			rep.voters++
 		}
 	}
@@ -218,7 +236,44 @@ func checkMaster(ctx context.Context, addr string, o statusOptions) masterStatus
 	if o.Quarantine > 0 && info.Uptime < o.Quarantine {
 		m.Quarantined, m.votesIn = true, o.Quarantine-info.Uptime
 	}
+	switch {
+	case info.ReplicaOf != "":
+		m.Unsafe = "replica of " + info.ReplicaOf + ": its keys follow its master's (REPLICAOF NO ONE, or list independent masters)"
+	case info.Eviction != "":
+		m.Unsafe = "evicts keys, a held lock's among them: " + info.Eviction + " (CONFIG SET maxmemory-policy noeviction)"
+	}
+	if m.Unsafe != "" {
+		m.Error = "does not vote: " + m.Unsafe
+		return m
+	}
+	err = probeWrite(ctx, t)
+	m.Writable = new(err == nil)
+	if err != nil {
+		m.Error = "cannot hold a lock: " + err.Error()
+	}
 	return m
+}
+
+// probeWrite sets a key of its own, as a lock does (SET NX PX), and deletes
+// it: a master that answers PING and INFO may still refuse every lock (full
+// under noeviction, a read-only replica, an ACL without SET).
+func probeWrite(ctx context.Context, t *redis.Transport) error {
+	val := rand.Text() // unguessable: no lock's value, nor another status's
+	key := "redlock-status:" + val
+	ops := []transport.Op{{Kind: transport.Acquire, Key: key, Value: val, TTL: 5 * time.Second}, {Kind: transport.Release, Key: key, Value: val}}
+	res := make([]transport.Result, len(ops))
+	if err := t.Do(ctx, ops, res); err != nil {
+		return err
+	}
+	for i, r := range res {
+		if r.Err != nil {
+			return r.Err
+		}
+		if !r.OK {
+			return fmt.Errorf("%s of a probe key of its own refused", []string{"SET NX", "its release"}[i])
+		}
+	}
+	return nil
 }
 
 func printStatus(w io.Writer, rep *statusReport, o statusOptions) {

@@ -79,6 +79,9 @@ func checkCluster(ctx context.Context, addr string, o statusOptions) masterStatu
 			if o.Quarantine > 0 && s.Info.Uptime < o.Quarantine {
 				ss.Quarantined, ss.votesIn = true, o.Quarantine-s.Info.Uptime
 			}
+			if s.Info.Eviction != "" && m.Unsafe == "" {
+				m.Unsafe = "shard " + s.Addr + " evicts keys, a held lock's among them: " + s.Info.Eviction + " (CONFIG SET maxmemory-policy noeviction)"
+			}
 			ids = append(ids, s.Info.RunID)
 			if i == 0 || s.Info.Uptime < m.uptime {
 				m.uptime = s.Info.Uptime
@@ -98,6 +101,8 @@ func checkCluster(ctx context.Context, addr string, o statusOptions) masterStatu
 		// Refused (replicas without ?allow-failover=true): the engine
 		// counts no vote from it.
 		m.Error, m.known = err.Error(), false
+	} else if m.Unsafe != "" {
+		m.Error = "does not vote: " + m.Unsafe
 	}
 	return m
 }
