@@ -2,6 +2,7 @@ package redis
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -142,6 +143,15 @@ func (p *pipe) read() {
 		p.qmu.Lock()
 		if p.n == 0 {
 			p.qmu.Unlock()
+			// A server that refuses a connection (maxclients, protected
+			// mode) says why at once and closes it: pass its words on.
+			// Only a whole error line already read: never wait here.
+			var said resp.ErrConnUsable
+			if b, _ := p.br.Peek(p.br.Buffered()); len(b) > 0 && b[0] == '-' && bytes.IndexByte(b, '\n') > 0 &&
+				errors.As(resp3.Unmarshal(p.br, nil, p.opts), &said) {
+				p.fail(fmt.Errorf("%w: the server said %v", errUnsolicited, said.Err))
+				return
+			}
 			p.fail(errUnsolicited)
 			return
 		}
@@ -480,6 +490,11 @@ func (c *command) UnmarshalRESP(br resp.BufferedReader, o *resp.Opts) error {
 				c.err = fmt.Errorf("%s: %w", c.names[i], usable.Err)
 			}
 		default:
+			if c.err != nil {
+				// The server's refusal (maxclients, protected mode)
+				// before it closed the connection: what to fix.
+				return fmt.Errorf("%w, then the connection failed: %w", c.err, err)
+			}
 			return err
 		}
 	}
