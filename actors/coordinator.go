@@ -398,10 +398,14 @@ func (c *coordinator) onReply(ctx actor.Context, node int, sent time.Time, rep *
 				c.finish(ctx, call, c.errorf(call, api.ErrNotHeld, "a majority extended, but too late: the validity was used up"))
 			}
 		} else if call.refused+call.failed > n-c.quorum {
-			if call.failed > n-c.quorum {
-				c.finish(ctx, call, c.errorf(call, api.ErrQuorumUnreachable, "extension not confirmed"))
-			} else {
+			// "Not held" only when the refusals alone rule a majority
+			// out; with fewer, the masters that failed may hold the key,
+			// and the lock, valid until Until whatever happens, is
+			// worth another try (retryExtension, or the caller's).
+			if call.refused > n-c.quorum {
 				c.finish(ctx, call, c.errorf(call, api.ErrNotHeld, "a majority no longer holds it"))
+			} else {
+				c.finish(ctx, call, c.errorf(call, api.ErrQuorumUnreachable, "extension not confirmed"))
 			}
 		}
 	case phaseReleasing:

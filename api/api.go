@@ -169,6 +169,9 @@ type Lock interface {
 	// still holds it, and moves Until. It fails with ErrNotHeld once Until
 	// has passed, when a majority no longer holds the lock, or when
 	// MaxExtensions is used up; it never re-creates a lock that expired.
+	// When too few masters answered in time (ErrQuorumUnreachable) or ctx
+	// ended, the lock stays as it was, held until Until, and Extend may be
+	// called again.
 	Extend(ctx context.Context) error
 	// Unlock releases the lock on every master. It returns nil when a
 	// majority released it, ErrNotHeld when it had already expired or been
@@ -178,5 +181,12 @@ type Lock interface {
 	// have expired, so its key may outlive the call by a few master
 	// timeouts; a master down (refusing connections, or silent for a TTL)
 	// keeps it until its TTL.
+	//
+	// Unlock gives the lock up whatever ctx (Done closes, auto-extension
+	// stops): ctx bounds only its wait. So `defer lock.Unlock(ctx)` with
+	// the ctx the work ran under releases the lock even when that ctx has
+	// ended: the release is sent, and Unlock waits for the answers at most
+	// the master timeout; masters that have not answered when the wait
+	// ends are sent it again in the background, as above.
 	Unlock(ctx context.Context) error
 }

@@ -854,13 +854,19 @@ func (l *lock) loseLocked(cause error) {
 }
 
 func (l *lock) Extend(ctx context.Context) error {
-	l.mu.Lock()
-	err := l.extendObserved(ctx, false)
-	l.mu.Unlock()
+	err := l.extendHeld(ctx)
 	// After mu is free: a tick that found it taken has left the timer at
 	// the deadline and counts on this to bring the next extension back.
 	l.rearm()
 	return err
+}
+
+// extendHeld is Extend under mu, let go of even if it panics (a nil ctx, a
+// TracerProvider's panic): a caller that recovers must still Unlock.
+func (l *lock) extendHeld(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.extendObserved(ctx, false)
 }
 
 // extend is Extend with mu held; auto says it is an auto-extension, whose
@@ -897,14 +903,14 @@ func (l *lock) extend(ctx context.Context, auto bool) error {
 	call.Mode = l.mode
 	call.Until = until
 	if err := l.e.run(ctx, call); err != nil {
-		// The masters would not confirm: past its current validity nobody
-		// can vouch for the lock, and a majority may already have dropped it.
-		// An auto-extension that only lacked answers in time is retried by
-		// the timer instead (retryExtension), since the lock is still
-		// valid until Until. An extension the engine's own bug lost
-		// (ErrInternal, coord19) gives the lock up too: nothing vouches for
-		// what the engine did with it.
-		if errors.Is(err, api.ErrNotHeld) || errors.Is(err, api.ErrInternal) || errors.Is(err, api.ErrQuorumUnreachable) && !auto {
+		// A majority refused: it no longer holds the lock. An extension
+		// that only lacked answers in time leaves the lock as it was,
+		// valid until Until (the keys live at least that long), so
+		// Extend may be called again, and an auto-extension is retried
+		// by the timer (retryExtension). An extension the engine's own
+		// bug lost (ErrInternal, coord19) gives the lock up: nothing
+		// vouches for what the engine did with it.
+		if errors.Is(err, api.ErrNotHeld) || errors.Is(err, api.ErrInternal) {
 			l.lose(&api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Last: err, Detail: "an extension failed"})
 		}
 		return err
@@ -924,8 +930,9 @@ func (l *lock) Unlock(ctx context.Context) error {
 	err := l.unlockObserved(ctx)
 	if err != nil {
 		// After mu is free, as Extend: a due auto-extension that found mu
-		// taken was skipped (extendDue), and an Unlock that leaves the lock
-		// held (its context ended first) must bring it back (review17).
+		// taken was skipped (extendDue), and an Unlock that left the lock
+		// held must bring it back (review17; none does since every Unlock
+		// gives the lock up, but the re-arm costs nothing then).
 		l.rearm()
 	}
 	return err
@@ -937,8 +944,18 @@ func (l *lock) unlock(ctx context.Context) error {
 	if l.released {
 		return &api.Error{Op: "unlock", Key: l.key, Err: api.ErrNotHeld, Detail: "it was already released"}
 	}
-	if err := ctx.Err(); err != nil {
-		return &api.Error{Op: "unlock", Key: l.key, Err: err}
+	if ctx.Err() != nil {
+		// A deferred Unlock whose work's context ended (a request gone,
+		// a job past its deadline) still means "let go": returning at
+		// once would leave the lock held, auto-extended on. So the
+		// ended context bounds only the wait: the release goes out,
+		// and Unlock waits for it at most the master timeout; masters
+		// that have not answered by then get it again in the
+		// background (actors/unlockleft.go), as for any Unlock whose
+		// context ends on the way.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.e.opts.MasterTimeout)
+		defer cancel()
 	}
 	if l.e.closed.Load() {
 		l.sig.Lock()
