@@ -876,18 +876,16 @@ func (l *lock) extend(ctx context.Context, auto bool) error {
 		return &api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Detail: why}
 	}
 	l.sig.Lock()
-	if l.e.closed.Load() {
-		l.checkLocked()
-	}
+	l.checkLocked() // a lock past Until ends as expired (Err, metrics)
 	cause, until := l.causeLocked(), l.until
 	l.sig.Unlock()
 	switch {
 	case l.released:
 		return notHeld("it was released")
+	case errors.Is(cause, api.ErrExpired) || cause == nil && !time.Now().Before(until):
+		return notHeld("its validity has passed; take the lock again")
 	case cause != nil:
 		return &api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Last: cause, Detail: "the lock was already lost"}
-	case !time.Now().Before(until):
-		return notHeld("its validity has passed; take the lock again")
 	case l.extended >= l.maxExt:
 		return notHeld(fmt.Sprintf("the limit of %d extensions is used up", l.maxExt))
 	}
@@ -957,11 +955,11 @@ func (l *lock) unlock(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.e.opts.MasterTimeout)
 		defer cancel()
 	}
-	if l.e.closed.Load() {
-		l.sig.Lock()
-		l.checkLocked() // closed before released, as for a watched lock
-		l.sig.Unlock()
-	}
+	// A lock that expired (or whose engine closed) before this Unlock
+	// ended so, not released: its Err and the metrics say which.
+	l.sig.Lock()
+	l.checkLocked()
+	l.sig.Unlock()
 	// From here on the engine cannot vouch for the lock.
 	l.lose(released)
 	call := actors.GetCall(actors.Release, "unlock", l.key, l.value, l.ttl, l.drift)

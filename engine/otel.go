@@ -194,10 +194,20 @@ func (e *Engine) lockObserved(ctx context.Context, k int, op, key string, keys [
 		}
 		// One clock read ends the wait and starts the hold.
 		now := time.Now()
-		if l != nil {
-			l.(*lock).grantedAt = now
-		}
 		e.obs.m.Acquired(k, outcome, fenced, now.Sub(start))
+		if l != nil {
+			// Under sig: an auto-extended lock is on the scheduler
+			// already, whose worker may end it (ended reads grantedAt)
+			// before this line; a lock lost before it is counted
+			// ended here, so that held comes back down.
+			ll := l.(*lock)
+			ll.sig.Lock()
+			ll.grantedAt = now
+			if ll.cause != nil {
+				ll.ended(ll.cause)
+			}
+			ll.sig.Unlock()
+		}
 	}
 	if span != nil {
 		if l != nil && l.Token() != 0 {
