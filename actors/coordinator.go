@@ -354,6 +354,9 @@ func (c *coordinator) onReply(ctx actor.Context, node int, sent time.Time, rep *
 				// on a master that refuses the smaller token of the later
 				// grant: a refused majority below fails the attempt, and
 				// the retry's increments give a larger token.
+				if call.Span != nil {
+					roundEvent(call, nil, "", n) // the acquire round won
+				}
 				c.begin(call, phaseFencing)
 				c.send(ctx, call, transport.RaiseFence, true)
 			default:

@@ -405,8 +405,8 @@ func (m *Metrics) finished(call *Call, err error, masters int) {
 // (a copy costing more than the Record itself); the callers' goroutines are
 // long-lived, and the SDK's instruments take no lock.
 func (m *Metrics) Attempted(call *Call) {
-	if call.Kind != Acquire || !m.On() {
-		return
+	if call.Kind != Acquire || !m.On() || call.attempts == 0 {
+		return // a call that left the line (or the engine) unsent made no attempt
 	}
 	f := 0
 	if call.Fenced {
