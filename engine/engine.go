@@ -666,8 +666,19 @@ func (l *lock) checkLocked() {
 	if l.e.closed.Load() && l.e.closedAt.Before(l.until) {
 		l.loseLocked(l.closedErr())
 	} else if !time.Now().Before(l.until) {
-		l.loseLocked(&api.Error{Op: "lock", Key: l.key, Err: api.ErrExpired})
+		l.loseLocked(l.expiredErr())
 	}
+}
+
+// expiredErr is the cause of a lock whose validity ran out; sig held. An
+// auto-extended one that used up its extensions says so, since that is
+// the setting to change (a long job meets the default limit).
+func (l *lock) expiredErr() error {
+	err := &api.Error{Op: "lock", Key: l.key, Err: api.ErrExpired}
+	if l.auto > 0 && l.extended >= l.maxExt {
+		err.Detail = fmt.Sprintf("its auto-extensions stopped at the limit of %d (WithMaxExtensions)", l.maxExt)
+	}
+	return err
 }
 
 func (l *lock) closedErr() error {
@@ -733,7 +744,7 @@ func (l *lock) tick() {
 	}
 	now := time.Now()
 	if !now.Before(l.until) {
-		l.loseLocked(&api.Error{Op: "lock", Key: l.key, Err: api.ErrExpired})
+		l.loseLocked(l.expiredErr())
 		l.sig.Unlock()
 		return
 	}
