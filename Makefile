@@ -10,12 +10,16 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 demo:
 	$(GO) run ./cmd/redlock demo
 
+# deps installs what the tests need from Debian's packages when missing:
+# redis-server, and a C compiler (the race detector needs cgo).
 deps:
-	@command -v redis-server >/dev/null 2>&1 || { \
-		echo "redis-server not found: installing Debian's redis-server package"; \
+	@pkgs=; command -v redis-server >/dev/null 2>&1 || pkgs="$$pkgs redis-server"; \
+	command -v $${CC:-gcc} >/dev/null 2>&1 || pkgs="$$pkgs gcc libc6-dev"; \
+	if [ -n "$$pkgs" ]; then \
+		echo "not found: installing Debian's$$pkgs"; \
 		$(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server >/dev/null; \
-	}
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$pkgs >/dev/null; \
+	fi
 	@redis-server --version
 
 fmt-check:

@@ -161,8 +161,9 @@ func defaultCoordinators() int {
 // engine.NewMemory take it. Every LockOption is an Option too; given to the
 // engine, it sets the default for every lock the engine takes. The rest
 // (WithMasterTimeout, WithLogger, WithCoordinators, WithBatching,
-// WithRestartQuarantine, WithoutRestartQuarantine) configure the whole
-// engine and are not LockOptions, so passing one to Lock does not compile.
+// WithRestartQuarantine, WithoutRestartQuarantine, WithMeterProvider,
+// WithTracerProvider, WithTraceKeys) configure the whole engine and are not
+// LockOptions, so passing one to Lock does not compile.
 //
 // Options are made only by the With* functions of this package: the
 // interface has unexported methods, so it cannot be implemented elsewhere.
@@ -173,8 +174,10 @@ type Option interface {
 	engineOption()
 }
 
-// LockOption configures one lock: Lock, TryLock, LockAll and TryLockAll
-// take it, and it overrides the engine's setting for that lock only. The
+// LockOption configures one lock: Lock, TryLock, LockAll, TryLockAll, the
+// read-write locks (RLock, TryRLock, WLock, TryWLock) and the semaphores
+// (Semaphore, TrySemaphore) take it, and it overrides the engine's setting
+// for that lock only. The
 // LockOptions are WithTTL, WithDriftFactor, WithRetry, WithMaxAttempts,
 // WithMaxExtensions, WithFencing and WithAutoExtend.
 type LockOption interface {

@@ -30,7 +30,10 @@ import (
 	"github.com/quorumlock/redlock/transport/rediscluster"
 )
 
-// Engine implements api.Locker over N masters.
+// Engine implements api.Locker over N masters (api.Locker documents each
+// method). Its methods, and those of the locks it returns, are safe for
+// concurrent use by many goroutines; one Engine per process and set of
+// masters is the intended use.
 type Engine struct {
 	opts       api.Options
 	cluster    *actors.Cluster
@@ -164,6 +167,12 @@ func newWithTransports(ts []transport.Transport, vet bool, opts []api.Option) (*
 // NewMemory starts an engine over n fresh in-memory masters: the embedded
 // default. The masters live as long as the engine; they protect goroutines of
 // this process from each other, nothing more.
+//
+// Its restart quarantine is off (masters born with the engine have no
+// past), so it takes locks with any TTL, where New refuses a per-lock TTL
+// longer than the quarantine (by default the engine's TTL). Code tested on
+// NewMemory with a per-lock WithTTL above the engine's should give New the
+// same engine-wide WithTTL, or a WithRestartQuarantine of at least it.
 func NewMemory(n int, opts ...api.Option) (*Engine, error) {
 	if n < 1 || n > api.MaxMasters {
 		return nil, newErr(fmt.Errorf("%w: %d in-memory masters: need 1 to %d", api.ErrInvalidArgument, n, api.MaxMasters))
