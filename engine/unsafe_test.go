@@ -70,7 +70,15 @@ func TestEvictingMasterSitsOutAPeriodAfter(t *testing.T) {
 		stopped := time.Now()
 		err = try()
 		var ae *api.Error
-		if !errors.As(err, &ae) || !errors.Is(ae.Masters[0].Err, api.ErrQuarantined) {
+		quarantined := 0
+		if errors.As(err, &ae) {
+			for _, m := range ae.Masters {
+				if errors.Is(m.Err, api.ErrQuarantined) {
+					quarantined++
+				}
+			}
+		}
+		if quarantined < 2 { // the outcome is certain with two of three
 			t.Fatalf("just after the masters stopped evicting: %v, want them in quarantine", err)
 		}
 		time.Sleep(period - time.Since(stopped) + 1100*time.Millisecond)
