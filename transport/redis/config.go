@@ -102,7 +102,7 @@ func ParseAddr(s string) (Config, error) {
 			if strings.Contains(s, "@") {
 				// The parser's reason may quote part of the password (it
 				// takes ":secret" for a port): say what to do instead.
-				return cfg, badAddr(s, "not a valid URL; a password containing '/', '?', '#' or '@' must be percent-encoded (%%2F, %%3F, %%23, %%40); want redis://[user:password@]host:port[/db]")
+				return cfg, badAddr(s, "not a valid URL; a password containing '/', '?', '#', '@' or '%%' must be percent-encoded (%%2F, %%3F, %%23, %%40, %%25); want redis://[user:password@]host:port[/db]")
 			}
 			return cfg, badAddr(s, "not a valid URL: %v; want redis://[user:password@]host:port[/db]", err)
 		}
