@@ -276,7 +276,9 @@ type ServerInfo struct {
 // ServerInfo reports the master's run id and uptime, and whether it
 // replicates another server or evicts keys. The engine reads it also with
 // the quarantine off, to keep one server listed twice, a replica and an
-// evicting master from voting.
+// evicting master from voting; a master whose ServerInfo fails does not
+// vote (api.ErrUnsafeMaster with the quarantine off), so a transport that
+// cannot tell should not implement ServerReporter.
 //
 // Epoch changes every time the transport starts talking to the master over
 // a new connection (and so, maybe, to a master process that restarted and
