@@ -87,3 +87,35 @@ func TestEvictingMasterSitsOutAPeriodAfter(t *testing.T) {
 		}
 	})
 }
+
+// redlock.master.quarantined is 1 while a master does not vote: an unsafe
+// one (ErrUnsafeMaster) as much as one in restart quarantine, or a
+// dashboard shows a master that never votes as healthy (review observe).
+func TestUnsafeMasterShowsAsNotVoting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tm := newTelemetry(t)
+		var evicts atomic.Bool
+		evicts.Store(true)
+		var ts []transport.Transport
+		for _, name := range []string{"a", "b", "c"} {
+			ts = append(ts, evicting{memory.NewNamed(name).Transport(), &evicts})
+		}
+		e, err := engine.NewWithTransports(ts, append([]api.Option{api.WithoutRestartQuarantine()}, tm.opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		if _, err := e.TryLock(context.Background(), "k"); !errors.Is(err, api.ErrQuorumUnreachable) {
+			t.Fatalf("TryLock on evicting masters: %v, want ErrQuorumUnreachable", err)
+		}
+		wantValue(t, tm.collect(t), 1, "redlock.master.quarantined", "redlock.master=a")
+		evicts.Store(false)
+		time.Sleep(1100 * time.Millisecond) // a check has read it
+		if l, err := e.TryLock(context.Background(), "k"); err != nil {
+			t.Fatalf("TryLock once the masters stopped evicting (quarantine off): %v", err)
+		} else {
+			_ = l.Unlock(context.Background())
+		}
+		wantValue(t, tm.collect(t), 0, "redlock.master.quarantined", "redlock.master=a")
+	})
+}
