@@ -63,6 +63,9 @@ type nodeMetrics struct {
 	// quarantineEnd is when the master votes again (Unix ns), 0 when it
 	// never was in quarantine.
 	quarantineEnd atomic.Int64
+	// unsafe: the master is kept from voting until its configuration
+	// changes (api.ErrUnsafeMaster).
+	unsafe atomic.Bool
 
 	observe []metric.ObserveOption
 	record  []metric.RecordOption
@@ -296,7 +299,7 @@ func NewMetrics(mp metric.MeterProvider, names []string) (*Metrics, error) {
 			}
 			left := max(nm.quarantineEnd.Load()-now, 0)
 			in := int64(0)
-			if left > 0 {
+			if left > 0 || nm.unsafe.Load() {
 				in = 1
 			}
 			o.ObserveInt64(quarantined, in, nm.observe...)
@@ -602,8 +605,9 @@ var answeredPairs = func() (m uint64) {
 var _ [64 - numKinds*numResults]struct{}
 
 // learned records what a server check of master i found: err != nil when
-// the master could not be read, else when its quarantine ends.
-func (m *Metrics) learned(i int, err error, votesAt time.Time) {
+// the master could not be read, else when its quarantine ends and whether
+// it is unsafe (kept from voting whatever its uptime).
+func (m *Metrics) learned(i int, err error, votesAt time.Time, unsafe bool) {
 	if m == nil {
 		return
 	}
@@ -614,4 +618,5 @@ func (m *Metrics) learned(i int, err error, votesAt time.Time) {
 	}
 	nm.reachable.Store(1)
 	nm.quarantineEnd.Store(votesAt.UnixNano())
+	nm.unsafe.Store(unsafe)
 }

@@ -145,7 +145,7 @@ func (q *quarantine) learn(n *node, r *infoResult) {
 	if r.err != nil {
 		// Unknown is not trusted: a master we cannot read does not vote.
 		q.vetted = false
-		n.m.learned(n.index, r.err, time.Time{})
+		n.m.learned(n.index, r.err, time.Time{}, false)
 		q.twins.set(q.index, "")
 		q.release(n)
 		return
@@ -165,7 +165,7 @@ func (q *quarantine) learn(n *node, r *infoResult) {
 	}
 	q.runID, q.started = r.info.RunID, started
 	q.setUnsafe(unsafe)
-	n.m.learned(n.index, nil, started.Add(q.period))
+	n.m.learned(n.index, nil, started.Add(q.period), unsafe != nil)
 	q.twins.set(q.index, r.info.RunID)
 	if q.epoch() != r.epoch {
 		// Reconnected while reading: the reply may describe the server

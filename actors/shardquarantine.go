@@ -289,9 +289,10 @@ func (s *shards) report(q *quarantine, n *node) {
 	var ends time.Time
 	ids := make([]string, 0, len(s.current))
 	var err error
-	complete := true
+	complete, unsafe := true, false
 	for _, name := range s.current {
 		p := s.known[name]
+		unsafe = unsafe || p != nil && p.unsafe != nil
 		switch {
 		case p == nil || (p.runID == "" && p.readErr == nil):
 			complete = false // its first read is still out
@@ -308,14 +309,14 @@ func (s *shards) report(q *quarantine, n *node) {
 		return
 	}
 	if err != nil {
-		n.m.learned(n.index, err, time.Time{})
+		n.m.learned(n.index, err, time.Time{}, false)
 		q.twins.set(q.index, "")
 		return
 	}
 	if s.taint.After(ends) {
 		ends = s.taint
 	}
-	n.m.learned(n.index, nil, ends)
+	n.m.learned(n.index, nil, ends, unsafe) // a shard unsafe: part of the master does not vote
 	slices.Sort(ids)
 	q.twins.set(q.index, "cluster:"+strings.Join(ids, ","))
 }
