@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/quorumlock/redlock/api"
 )
@@ -34,31 +34,33 @@ func TestFencedLockSpanHasBothRounds(t *testing.T) {
 // cancelled before they were sent; one that leaves the local line without a
 // turn made no attempt, and a 0 would drag the histogram's mean down.
 func TestLockCancelledInLineRecordsNoAttempts(t *testing.T) {
-	tm := newTelemetry(t)
-	e := newMemory(t, 3, tm.opts...)
-	ctx := context.Background()
-	l, err := e.Lock(ctx, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Unlock(ctx)
-	// A first waiter contends (retries against the held key); a second one
-	// waits in the local line behind it.
-	c1, cancel1 := context.WithCancel(ctx)
-	first := make(chan struct{})
-	go func() { _, _ = e.Lock(c1, "a"); close(first) }()
-	defer func() { cancel1(); <-first }()
-	time.Sleep(50 * time.Millisecond) // its first attempt is out: it has the key's turn
-	c2, cancel2 := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { _, err := e.Lock(c2, "a"); done <- err }()
-	pollMetrics(t, func() bool { w, _ := sel(tm.collect(t), "redlock.lock.waiters"); return w == 1 })
-	_, before := sel(tm.collect(t), "redlock.lock.acquire.attempts", "redlock.outcome=canceled")
-	cancel2()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled Lock: %v", err)
-	}
-	if _, after := sel(tm.collect(t), "redlock.lock.acquire.attempts", "redlock.outcome=canceled"); after != before {
-		t.Errorf("a Lock cancelled in the local line (never sent) was recorded in redlock.lock.acquire.attempts (%d -> %d records)", before, after)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		tm := newTelemetry(t)
+		e := newMemory(t, 3, tm.opts...)
+		ctx := context.Background()
+		l, err := e.Lock(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Unlock(ctx)
+		// A first waiter contends (retries against the held key); a second one
+		// waits in the local line behind it.
+		c1, cancel1 := context.WithCancel(ctx)
+		first := make(chan struct{})
+		go func() { _, _ = e.Lock(c1, "a"); close(first) }()
+		defer func() { cancel1(); <-first }()
+		synctest.Wait() // its first attempt is out: it has the key's turn
+		c2, cancel2 := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { _, err := e.Lock(c2, "a"); done <- err }()
+		pollMetrics(t, func() bool { w, _ := sel(tm.collect(t), "redlock.lock.waiters"); return w == 1 })
+		_, before := sel(tm.collect(t), "redlock.lock.acquire.attempts", "redlock.outcome=canceled")
+		cancel2()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled Lock: %v", err)
+		}
+		if _, after := sel(tm.collect(t), "redlock.lock.acquire.attempts", "redlock.outcome=canceled"); after != before {
+			t.Errorf("a Lock cancelled in the local line (never sent) was recorded in redlock.lock.acquire.attempts (%d -> %d records)", before, after)
+		}
+	})
 }
