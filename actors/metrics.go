@@ -136,10 +136,16 @@ const (
 	CallTryLock
 	CallLockAll
 	CallTryLockAll
+	CallRLock
+	CallTryRLock
+	CallWLock
+	CallTryWLock
+	CallSemaphore
+	CallTrySemaphore
 	numCalls
 )
 
-var callNames = [numCalls]string{"lock", "trylock", "lockall", "trylockall"}
+var callNames = [numCalls]string{"lock", "trylock", "lockall", "trylockall", "rlock", "tryrlock", "wlock", "trywlock", "semaphore", "trysemaphore"}
 
 // CallIndex maps a call's Op to its index; unknown names count as "lock".
 func CallIndex(op string) int {

@@ -428,22 +428,22 @@ func (e *Engine) Close() error {
 // spent or ctx ends. Goroutines of this engine that want the same key wait
 // in a local line and contend one at a time, first come first served.
 func (e *Engine) Lock(ctx context.Context, key string, opts ...api.LockOption) (api.Lock, error) {
-	return e.lockObserved(ctx, spanLock, "lock", key, nil, opts, false)
+	return e.lockObserved(ctx, spanLock, "lock", key, nil, 0, opts, false)
 }
 
 // TryLock makes one attempt to take the lock on key.
 func (e *Engine) TryLock(ctx context.Context, key string, opts ...api.LockOption) (api.Lock, error) {
-	return e.lockObserved(ctx, spanTryLock, "trylock", key, nil, opts, true)
+	return e.lockObserved(ctx, spanTryLock, "trylock", key, nil, 0, opts, true)
 }
 
 // LockAll takes every key in keys as one lock, all or nothing.
 func (e *Engine) LockAll(ctx context.Context, keys []string, opts ...api.LockOption) (api.Lock, error) {
-	return e.lockObserved(ctx, spanLockAll, "lockall", "", keys, opts, false)
+	return e.lockObserved(ctx, spanLockAll, "lockall", "", keys, 0, opts, false)
 }
 
 // TryLockAll makes one attempt to take every key in keys as one lock.
 func (e *Engine) TryLockAll(ctx context.Context, keys []string, opts ...api.LockOption) (api.Lock, error) {
-	return e.lockObserved(ctx, spanTryLockAll, "trylockall", "", keys, opts, true)
+	return e.lockObserved(ctx, spanTryLockAll, "trylockall", "", keys, 0, opts, true)
 }
 
 func (e *Engine) acquireAll(ctx context.Context, op string, keys []string, opts []api.LockOption, once bool) (api.Lock, error) {

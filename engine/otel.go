@@ -41,20 +41,30 @@ type tracerOf struct {
 }
 
 // Span names and start options, per kind of call.
+// The acquiring kinds come first, in the order of actors' call indexes
+// (actors.CallLock...): lockObserved hands the kind to the metrics as one.
 const (
 	spanLock = iota
 	spanTryLock
 	spanLockAll
 	spanTryLockAll
+	spanRLock
+	spanTryRLock
+	spanWLock
+	spanTryWLock
+	spanSemaphore
+	spanTrySemaphore
 	spanExtend
 	spanUnlock
 	numSpans
 )
 
-var spanNames = [numSpans]string{"redlock.Lock", "redlock.TryLock", "redlock.LockAll", "redlock.TryLockAll", "redlock.Extend", "redlock.Unlock"}
+var spanNames = [numSpans]string{"redlock.Lock", "redlock.TryLock", "redlock.LockAll", "redlock.TryLockAll",
+	"redlock.RLock", "redlock.TryRLock", "redlock.WLock", "redlock.TryWLock", "redlock.Semaphore", "redlock.TrySemaphore",
+	"redlock.Extend", "redlock.Unlock"}
 
 var spanStart = func() (s [numSpans][]trace.SpanStartOption) {
-	for i, c := range []string{"lock", "trylock", "lockall", "trylockall", "extend", "unlock"} {
+	for i, c := range []string{"lock", "trylock", "lockall", "trylockall", "rlock", "tryrlock", "wlock", "trywlock", "semaphore", "trysemaphore", "extend", "unlock"} {
 		s[i] = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attribute.String("redlock.call", c))}
 	}
 	return s
@@ -150,9 +160,10 @@ func spanOf(ctx context.Context) trace.Span {
 	return nil
 }
 
-// lockObserved is Lock, TryLock, LockAll and TryLockAll (k says which)
-// with their span and metrics.
-func (e *Engine) lockObserved(ctx context.Context, k int, op, key string, keys []string, opts []api.LockOption, once bool) (api.Lock, error) {
+// lockObserved is Lock, TryLock, LockAll, TryLockAll, the read-write locks
+// and the semaphores (k says which; permits is a semaphore's) with their
+// span and metrics.
+func (e *Engine) lockObserved(ctx context.Context, k int, op, key string, keys []string, permits int, opts []api.LockOption, once bool) (api.Lock, error) {
 	on := e.obs.m.On()
 	var span trace.Span
 	if e.obs.tracer != nil || e.obs.tp == nil {
@@ -162,22 +173,13 @@ func (e *Engine) lockObserved(ctx context.Context, k int, op, key string, keys [
 		span = e.obs.start(ctx, k, key, keys)
 	}
 	if !on && span == nil {
-		if k == spanLockAll || k == spanTryLockAll {
-			return e.acquireAll(ctx, op, keys, opts, once)
-		}
-		return e.acquire(ctx, op, key, nil, opts, once)
+		return e.acquireKind(ctx, k, op, key, keys, permits, opts, once)
 	}
 	start := time.Now()
 	if span != nil {
 		ctx = &spanCtx{ctx, span}
 	}
-	var l api.Lock
-	var err error
-	if k == spanLockAll || k == spanTryLockAll {
-		l, err = e.acquireAll(ctx, op, keys, opts, once)
-	} else {
-		l, err = e.acquire(ctx, op, key, nil, opts, once)
-	}
+	l, err := e.acquireKind(ctx, k, op, key, keys, permits, opts, once)
 	outcome := actors.Outcome(err)
 	if on {
 		fenced := e.opts.Fencing
@@ -216,6 +218,21 @@ func (e *Engine) lockObserved(ctx context.Context, k int, op, key string, keys [
 		end(span, actors.AcquireOutcome(outcome), err)
 	}
 	return l, err
+}
+
+// acquireKind takes the lock a call of kind k asks for.
+func (e *Engine) acquireKind(ctx context.Context, k int, op, key string, keys []string, permits int, opts []api.LockOption, once bool) (api.Lock, error) {
+	switch k {
+	case spanLockAll, spanTryLockAll:
+		return e.acquireAll(ctx, op, keys, opts, once)
+	case spanRLock, spanTryRLock:
+		return e.acquireMode(ctx, op, key, nil, opts, once, actors.Reader)
+	case spanWLock, spanTryWLock:
+		return e.acquireMode(ctx, op, key, nil, opts, once, actors.Writer)
+	case spanSemaphore, spanTrySemaphore:
+		return e.semaphore(ctx, op, key, permits, opts, once)
+	}
+	return e.acquire(ctx, op, key, nil, opts, once)
 }
 
 // extendObserved is extend with its span (for Extend, not for automatic

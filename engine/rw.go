@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/quorumlock/redlock/actors"
 	"github.com/quorumlock/redlock/api"
 	"github.com/quorumlock/redlock/transport"
 )
@@ -23,23 +22,23 @@ const (
 // RLock takes a read lock on key, retrying until it is held, the retry
 // budget is spent or ctx ends.
 func (e *Engine) RLock(ctx context.Context, key string, opts ...api.LockOption) (api.Lock, error) {
-	return e.acquireMode(ctx, "rlock", key, nil, opts, false, actors.Reader)
+	return e.lockObserved(ctx, spanRLock, "rlock", key, nil, 0, opts, false)
 }
 
 // TryRLock makes one attempt to take a read lock on key.
 func (e *Engine) TryRLock(ctx context.Context, key string, opts ...api.LockOption) (api.Lock, error) {
-	return e.acquireMode(ctx, "tryrlock", key, nil, opts, true, actors.Reader)
+	return e.lockObserved(ctx, spanTryRLock, "tryrlock", key, nil, 0, opts, true)
 }
 
 // WLock takes the write lock on key, retrying until it is held, the retry
 // budget is spent or ctx ends; while readers hold key it holds back new ones.
 func (e *Engine) WLock(ctx context.Context, key string, opts ...api.LockOption) (api.Lock, error) {
-	return e.acquireMode(ctx, "wlock", key, nil, opts, false, actors.Writer)
+	return e.lockObserved(ctx, spanWLock, "wlock", key, nil, 0, opts, false)
 }
 
 // TryWLock makes one attempt to take the write lock on key.
 func (e *Engine) TryWLock(ctx context.Context, key string, opts ...api.LockOption) (api.Lock, error) {
-	return e.acquireMode(ctx, "trywlock", key, nil, opts, true, actors.Writer)
+	return e.lockObserved(ctx, spanTryWLock, "trywlock", key, nil, 0, opts, true)
 }
 
 // checkRW refuses what a read-write lock cannot do: fencing, and masters

@@ -16,13 +16,13 @@ import (
 // line, first come first served, and the one whose turn it is tries again
 // at once when a permit is released from this engine.
 func (e *Engine) Semaphore(ctx context.Context, name string, permits int, opts ...api.LockOption) (api.Lock, error) {
-	return e.semaphore(ctx, "semaphore", name, permits, opts, false)
+	return e.lockObserved(ctx, spanSemaphore, "semaphore", name, nil, permits, opts, false)
 }
 
 // TrySemaphore makes one attempt to take a permit of the semaphore name:
 // it tries every slot before it reports ErrNotAcquired.
 func (e *Engine) TrySemaphore(ctx context.Context, name string, permits int, opts ...api.LockOption) (api.Lock, error) {
-	return e.semaphore(ctx, "trysemaphore", name, permits, opts, true)
+	return e.lockObserved(ctx, spanTrySemaphore, "trysemaphore", name, nil, permits, opts, true)
 }
 
 // checkSemaphore says why name and permits cannot name a semaphore.
