@@ -165,7 +165,7 @@ func (q *quarantine) learn(n *node, r *infoResult) {
 	}
 	q.runID, q.started = r.info.RunID, started
 	q.setUnsafe(unsafe)
-	n.m.learned(n.index, nil, started.Add(q.period), unsafe != nil)
+	n.m.learned(n.index, nil, q.votesAt(started), unsafe != nil)
 	q.twins.set(q.index, r.info.RunID)
 	if q.epoch() != r.epoch {
 		// Reconnected while reading: the reply may describe the server
@@ -296,6 +296,18 @@ func (q *quarantine) vet(n *node, b *batch) {
 			b.res[i] = transport.Result{Err: reason}
 		}
 	}
+}
+
+// votesAt is when a master that started at start votes again, for the
+// metrics: with the quarantine off, never in quarantine (the Unix epoch,
+// as before any check). Not start itself: a collection that read its clock
+// just before the check's reply was timed would see a quarantine of a few
+// microseconds ("redlock run: ... in restart quarantine for 0s more").
+func (q *quarantine) votesAt(start time.Time) time.Time {
+	if q.period == 0 {
+		return time.Unix(0, 0)
+	}
+	return start.Add(q.period)
 }
 
 // unsafeOf is why a master whose info is si must not vote whatever its

@@ -316,6 +316,9 @@ func (s *shards) report(q *quarantine, n *node) {
 	if s.taint.After(ends) {
 		ends = s.taint
 	}
+	if q.period == 0 {
+		ends = q.votesAt(ends)
+	}
 	n.m.learned(n.index, nil, ends, unsafe) // a shard unsafe: part of the master does not vote
 	slices.Sort(ids)
 	q.twins.set(q.index, "cluster:"+strings.Join(ids, ","))
