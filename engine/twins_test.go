@@ -26,15 +26,11 @@ import (
 
 func runID(t *testing.T, s *redistest.Server) string {
 	t.Helper()
-	var info string
-	s.Do(t, &info, "INFO", "server")
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
-			return v
-		}
+	id := s.Info(t, "server", "run_id")
+	if id == "" {
+		t.Fatalf("no run_id in INFO server of %s", s.Addr)
 	}
-	t.Fatalf("no run_id in INFO server of %s", s.Addr)
-	return ""
+	return id
 }
 
 // checkTwins checks err refuses masters i and j (1-based), named a and b, as

@@ -23,19 +23,11 @@ import (
 // usedMemory reads used_memory from INFO memory.
 func usedMemory(t *testing.T, s *redistest.Server) int64 {
 	t.Helper()
-	var info string
-	s.Do(t, &info, "INFO", "memory")
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
+	n, err := strconv.ParseInt(s.Info(t, "memory", "used_memory"), 10, 64)
+	if err != nil {
+		t.Fatalf("INFO memory's used_memory: %v", err)
 	}
-	t.Fatal("INFO memory has no used_memory")
-	return 0
+	return n
 }
 
 // evictUntilGone turns s into a memory-capped cache with policy, as a Redis

@@ -164,6 +164,20 @@ func (s *Server) GetAsking(t testing.TB, key string) (string, bool) {
 	return v, !mb.Null
 }
 
+// Info is field's value in section of s's INFO, "" when INFO has no such
+// field.
+func (s *Server) Info(t testing.TB, section, field string) string {
+	t.Helper()
+	var info string
+	s.Do(t, &info, "INFO", section)
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 // ErrorCount is how many errors of one kind (its first word, as TRYAGAIN)
 // s has answered since it started (INFO errorstats).
 func (s *Server) ErrorCount(t testing.TB, kind string) int {
