@@ -902,7 +902,7 @@ func (l *lock) extend(ctx context.Context, auto bool) error {
 	switch {
 	case l.released:
 		return notHeld("it was released")
-	case errors.Is(cause, api.ErrExpired) || cause == nil && !time.Now().Before(until):
+	case errors.Is(cause, api.ErrExpired): // checkLocked found Until passed
 		return notHeld("its validity has passed; take the lock again")
 	case cause != nil:
 		return &api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Last: cause, Detail: "the lock was already lost"}
@@ -944,16 +944,11 @@ func (l *lock) extend(ctx context.Context, auto bool) error {
 	return nil
 }
 
+// Unlock has no re-arm after it, as Extend has: every Unlock gives the lock
+// up (or finds it given up already), so an auto-extension it made skip has
+// nothing left to extend.
 func (l *lock) Unlock(ctx context.Context) error {
-	err := l.unlockObserved(ctx)
-	if err != nil {
-		// After mu is free, as Extend: a due auto-extension that found mu
-		// taken was skipped (extendDue), and an Unlock that left the lock
-		// held must bring it back (review17; none does since every Unlock
-		// gives the lock up, but the re-arm costs nothing then).
-		l.rearm()
-	}
-	return err
+	return l.unlockObserved(ctx)
 }
 
 func (l *lock) unlock(ctx context.Context) error {
@@ -975,13 +970,13 @@ func (l *lock) unlock(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.e.opts.MasterTimeout)
 		defer cancel()
 	}
-	// A lock that expired (or whose engine closed) before this Unlock
-	// ended so, not released: its Err and the metrics say which.
+	// From here on the engine cannot vouch for the lock. One that expired
+	// (or whose engine closed) before this Unlock ended so, not released:
+	// its Err and the metrics say which.
 	l.sig.Lock()
 	l.checkLocked()
+	l.loseLocked(released)
 	l.sig.Unlock()
-	// From here on the engine cannot vouch for the lock.
-	l.lose(released)
 	call := actors.GetCall(actors.Release, "unlock", l.key, l.value, l.ttl, l.drift)
 	defer call.Release()
 	call.Keys = l.keys
