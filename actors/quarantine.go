@@ -305,10 +305,13 @@ func (q *quarantine) vet(n *node, b *batch) {
 // microseconds ("redlock run: ... in restart quarantine for 0s more").
 func (q *quarantine) votesAt(start time.Time) time.Time {
 	if q.period == 0 {
-		return time.Unix(0, 0)
+		return noQuarantineEnd
 	}
 	return start.Add(q.period)
 }
+
+// noQuarantineEnd is the metrics' quarantine end of a master never in one.
+var noQuarantineEnd = time.Unix(0, 0)
 
 // unsafeOf is why a master whose info is si must not vote whatever its
 // uptime, or nil: its configuration can drop a lock's key while the lock is

@@ -317,7 +317,7 @@ func (s *shards) report(q *quarantine, n *node) {
 		ends = s.taint
 	}
 	if q.period == 0 {
-		ends = q.votesAt(ends)
+		ends = noQuarantineEnd // see quarantine.votesAt
 	}
 	n.m.learned(n.index, nil, ends, unsafe) // a shard unsafe: part of the master does not vote
 	slices.Sort(ids)
