@@ -183,8 +183,9 @@ func TestRedisTwinsFoundLaterWithoutQuarantine(t *testing.T) {
 	servers[1].Kill()
 	// The nodes reconnect to the restarted server within their backoff;
 	// until they do, TryLock fails for want of answers. It must never be
-	// granted: only one server is up. Once both entries answer, their
-	// answers say why they do not vote.
+	// granted: only one server is up. Once both entries have been read,
+	// their answers say why they do not vote (one of them may still be
+	// pending when the other's refusal and the dead master decide).
 	var last error
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		l, err := e.TryLock(context.Background(), "k")
@@ -193,7 +194,7 @@ func TestRedisTwinsFoundLaterWithoutQuarantine(t *testing.T) {
 			t.Fatalf("%q and %q are one server, found after construction, and both voted: a lock of 3 masters granted with only that server up", addrs[0], addrs[1])
 		}
 		last = err
-		if strings.Count(answersOf(err), "are one server") == 2 {
+		if strings.Count(answersOf(err), "are one server") >= 1 {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
