@@ -108,6 +108,7 @@ func TestUnsafeMasterShowsAsNotVoting(t *testing.T) {
 		if _, err := e.TryLock(context.Background(), "k"); !errors.Is(err, api.ErrQuorumUnreachable) {
 			t.Fatalf("TryLock on evicting masters: %v, want ErrQuorumUnreachable", err)
 		}
+		synctest.Wait() // every node has learned its master's info
 		wantValue(t, tm.collect(t), 1, "redlock.master.quarantined", "redlock.master=a")
 		evicts.Store(false)
 		time.Sleep(1100 * time.Millisecond) // a check has read it
