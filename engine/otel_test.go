@@ -446,6 +446,16 @@ func TestQuarantinedOpsCounted(t *testing.T) {
 	if _, err := e.TryLock(context.Background(), "k"); !errors.Is(err, api.ErrQuorumUnreachable) {
 		t.Fatalf("TryLock with every master in quarantine: %v", err)
 	}
+	// Two quarantined answers decide; the third master's may come after.
+	pollMetrics(t, func() bool {
+		ms := tm.collect(t)
+		for _, m := range e.Masters() {
+			if v, _ := sel(ms, "redlock.master.ops", "redlock.master="+m, "redlock.op=acquire", "redlock.result=quarantined"); v < 1 {
+				return false
+			}
+		}
+		return true
+	})
 	ms := tm.collect(t)
 	for _, m := range e.Masters() {
 		mm := "redlock.master=" + m
