@@ -702,13 +702,29 @@ func (c *coordinator) answers(call *Call) []api.MasterAnswer {
 		case call.answered&(1<<i) == 0:
 			out[i].Answer = api.NoAnswer
 		case call.errs != nil && call.errs[i] != nil:
-			out[i].Answer, out[i].Err = api.Failed, call.errs[i]
+			out[i].Answer, out[i].Err = api.Failed, answerErr(call.errs[i])
 		default:
 			out[i].Answer = api.Refused
 		}
 	}
 	return out
 }
+
+// answerErr is a failed master's error as its api.MasterAnswer has it: an
+// error reply (transport.ErrReply) is marked api.ErrErrorReply too, which
+// makes the error's message say that the masters refused the command
+// rather than that they did not answer; its text is unchanged.
+func answerErr(err error) error {
+	if errors.Is(err, transport.ErrReply) {
+		return errorReply{err}
+	}
+	return err
+}
+
+type errorReply struct{ err error }
+
+func (e errorReply) Error() string   { return e.err.Error() }
+func (e errorReply) Unwrap() []error { return []error{e.err, api.ErrErrorReply} }
 
 // queueLimit is how long an attempt's SET may wait in a node's queue before
 // it is dropped unsent (errStale). A grant's validity counts from when its

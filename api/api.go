@@ -29,7 +29,8 @@
 // # Errors
 //
 // Every error wraps one of ErrNotAcquired ("taken": somebody else holds
-// it), ErrQuorumUnreachable ("masters down": too few masters answered),
+// it), ErrQuorumUnreachable ("masters down": too few masters answered, or
+// they answered with error replies, which the message then says),
 // ErrNotHeld, ErrInvalidArgument or ErrClosed, or the context's own error
 // (or, should the engine hit a bug of its own, ErrInternal: outcome unknown);
 // the *Error it comes in says what each master answered.

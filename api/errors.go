@@ -15,8 +15,12 @@ var (
 	// ErrNotAcquired: another owner holds the lock. Retrying later may work.
 	ErrNotAcquired = errors.New("not acquired: the lock is held by another owner")
 	// ErrQuorumUnreachable: too many masters were down, slow or in
-	// quarantine to form a majority, so the engine could not decide. This is
-	// never reported for a lock that is merely taken.
+	// quarantine to form a majority, or answered with an error reply
+	// (ErrErrorReply), so the engine could not decide. This is never
+	// reported for a lock that is merely taken. When error replies kept the
+	// majority out, the message says so in place of "too few masters
+	// answered in time": the masters are up and refused the command, and
+	// each one's answer says why.
 	ErrQuorumUnreachable = errors.New("quorum unreachable: too few masters answered in time")
 	// ErrNotHeld: the lock is not (or no longer) held: its validity ran
 	// out, an extension was refused, or it was already released.
@@ -42,6 +46,14 @@ var (
 	// (it refuses INFO): it does not vote until that is fixed. The message
 	// says what to change on the server. Seen in Error.Masters.
 	ErrUnsafeMaster = errors.New("master unsafe for locks")
+	// ErrErrorReply is in the answer of a master that answered at once
+	// with an error reply instead of a yes or a no: OOM (full under
+	// maxmemory-policy noeviction), NOPERM (its ACL user lacks a command
+	// the engine sends), BUSY, WRONGTYPE, and the like. It is up and
+	// reachable; the rest of the answer is its reply, which says what to
+	// fix on it. Seen in Error.Masters (the answer's text is the reply's,
+	// without this sentinel's message); a top-level error never wraps it.
+	ErrErrorReply = errors.New("master answered with an error reply")
 )
 
 // Answer is what one master answered in the last attempt of an operation.
@@ -58,7 +70,8 @@ const (
 	// missing).
 	Refused
 	// Failed: the master gave no definite answer (unreachable, timed out,
-	// error reply). The operation may still have been applied.
+	// error reply: ErrErrorReply, in quarantine: ErrQuarantined, unsafe:
+	// ErrUnsafeMaster). The operation may still have been applied.
 	Failed
 )
 
@@ -125,13 +138,13 @@ func (e *Error) write(b *strings.Builder) {
 		writeKey(b, e.Key)
 	}
 	b.WriteString(": ")
-	b.WriteString(e.Err.Error())
+	e.writeSentinel(b, e.Err)
 	if e.Last != nil {
 		b.WriteString(" (last attempt: ")
 		if le, ok := e.Last.(*Error); ok {
 			le.write(b)
 		} else {
-			b.WriteString(e.Last.Error())
+			e.writeSentinel(b, e.Last) // Masters are the last attempt's
 		}
 		b.WriteString(")")
 	}
@@ -160,6 +173,57 @@ func (e *Error) write(b *strings.Builder) {
 			}
 		}
 	}
+}
+
+// writeSentinel writes err, the sentinel of e or of its last attempt. Its
+// message is the sentinel's, but for an ErrQuorumUnreachable that masters'
+// error replies caused: "too few masters answered in time" would send the
+// reader after a network problem, when the masters answered at once and
+// refused the command.
+func (e *Error) writeSentinel(b *strings.Builder, err error) {
+	if err == ErrQuorumUnreachable {
+		if replies, others := e.errorReplies(); replies > 0 {
+			b.WriteString("quorum unreachable: ")
+			b.WriteString(strconv.Itoa(replies))
+			b.WriteString(" of ")
+			b.WriteString(strconv.Itoa(len(e.Masters)))
+			b.WriteString(" masters answered with an error reply, not a grant or a refusal")
+			if others > 0 {
+				b.WriteString(", and ")
+				b.WriteString(strconv.Itoa(others))
+				b.WriteString(" more failed")
+			}
+			b.WriteString(" (see each master's answer)")
+			return
+		}
+	}
+	b.WriteString(err.Error())
+}
+
+// errorReplies counts the masters that answered with an error reply and
+// the others that failed, when the replies are why no majority decided:
+// the other failures alone would have left room for one (with more of
+// them, too few answered whatever the replies were). It returns 0, 0 when
+// that is not so, and when a majority granted (a grant that came too late,
+// which Detail then tells).
+func (e *Error) errorReplies() (replies, others int) {
+	n := len(e.Masters)
+	granted := 0
+	for _, m := range e.Masters {
+		switch {
+		case m.Answer == Granted:
+			granted++
+		case m.Answer != Failed:
+		case errors.Is(m.Err, ErrErrorReply):
+			replies++
+		default:
+			others++
+		}
+	}
+	if quorum := n/2 + 1; replies == 0 || granted >= quorum || others > n-quorum {
+		return 0, 0
+	}
+	return replies, others
 }
 
 // Unwrap lets errors.Is and errors.As see both the sentinel and, for a

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -29,6 +30,62 @@ func TestErrorShowsLongKeysCutShort(t *testing.T) {
 			}
 			if err.Key != tc.key || !errors.Is(err, api.ErrInvalidArgument) {
 				t.Errorf("the error lost its key or its sentinel")
+			}
+		})
+	}
+}
+
+// replyErr is a master's error reply as the engine puts it in a
+// MasterAnswer: its text, with api.ErrErrorReply in its chain.
+type replyErr string
+
+func (e replyErr) Error() string        { return string(e) }
+func (e replyErr) Is(target error) bool { return target == api.ErrErrorReply }
+
+// An ErrQuorumUnreachable that masters' error replies caused says so in its
+// headline, for the error itself and for a cancelled call's last attempt;
+// one that masters that did not answer caused (whatever the replies), or
+// whose grants came too late, keeps "too few masters answered in time".
+// errors.Is is the same either way: the top-level error never wraps
+// ErrErrorReply.
+func TestQuorumUnreachableHeadlineNamesErrorReplies(t *testing.T) {
+	oom := replyErr(`redis m: acquire "k": OOM command not allowed when used memory > 'maxmemory'.`)
+	timeout := errors.New("redis m: no answer: context deadline exceeded")
+	reply := api.MasterAnswer{Master: "m", Answer: api.Failed, Err: oom}
+	down := api.MasterAnswer{Master: "m", Answer: api.Failed, Err: timeout}
+	pending := api.MasterAnswer{Master: "m"}
+	granted := api.MasterAnswer{Master: "m", Answer: api.Granted}
+	refused := api.MasterAnswer{Master: "m", Answer: api.Refused}
+	const stock = "quorum unreachable: too few masters answered in time"
+	for _, tc := range []struct {
+		name    string
+		err     *api.Error
+		want    string
+		notWant string
+	}{
+		{"replies", &api.Error{Op: "trylock", Key: "k", Err: api.ErrQuorumUnreachable, Masters: []api.MasterAnswer{reply, pending, reply}},
+			`redlock: trylock "k": quorum unreachable: 2 of 3 masters answered with an error reply, not a grant or a refusal`, stock},
+		{"replies and a timeout", &api.Error{Op: "lock", Key: "k", Err: api.ErrQuorumUnreachable, Masters: []api.MasterAnswer{reply, reply, down, refused, refused}},
+			`quorum unreachable: 2 of 5 masters answered with an error reply, not a grant or a refusal, and 1 more failed`, stock},
+		{"cancelled", &api.Error{Op: "lock", Key: "k", Err: context.DeadlineExceeded, Last: api.ErrQuorumUnreachable, Masters: []api.MasterAnswer{reply, reply, pending}},
+			`redlock: lock "k": context deadline exceeded (last attempt: quorum unreachable: 2 of 3 masters answered with an error reply`, stock},
+		{"timeouts decide", &api.Error{Op: "lock", Key: "k", Err: api.ErrQuorumUnreachable, Masters: []api.MasterAnswer{reply, down, down, down, refused}},
+			stock, "error reply,"},
+		{"granted too late", &api.Error{Op: "lock", Key: "k", Err: api.ErrQuorumUnreachable, Masters: []api.MasterAnswer{granted, granted, reply}, Detail: "a majority granted, but too late: the validity was used up"},
+			stock, "error reply,"},
+		{"taken", &api.Error{Op: "lock", Key: "k", Err: api.ErrNotAcquired, Masters: []api.MasterAnswer{refused, refused, reply}},
+			"not acquired", "error reply,"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.err.Error()
+			if !strings.Contains(got, tc.want) || strings.Contains(got, tc.notWant) {
+				t.Errorf("Error() = %q\nwant it to contain %q and not %q", got, tc.want, tc.notWant)
+			}
+			if !strings.Contains(got, string(oom)) {
+				t.Errorf("Error() = %q\nlost the master's own reply", got)
+			}
+			if errors.Is(tc.err, api.ErrErrorReply) {
+				t.Errorf("errors.Is(%q, ErrErrorReply): a top-level error must not wrap it", got)
 			}
 		})
 	}

@@ -85,8 +85,8 @@ func checkReplyHeadline(t *testing.T, what string, err error, reply string) {
 			continue
 		}
 		failed++
-		if m.Err == nil || !strings.Contains(m.Err.Error(), reply) {
-			t.Errorf("%s: master %s failed with %v; want its %s reply", what, m.Master, m.Err, reply)
+		if m.Err == nil || !strings.Contains(m.Err.Error(), reply) || !errors.Is(m.Err, api.ErrErrorReply) {
+			t.Errorf("%s: master %s failed with %v; want its %s reply, an api.ErrErrorReply", what, m.Master, m.Err, reply)
 		}
 	}
 	if failed < 2 {

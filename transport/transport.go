@@ -59,7 +59,10 @@
 //     have succeeded on the master. The engine therefore cleans up after
 //     every op that failed, and a transport must never report OK=false with a
 //     nil Err unless the master really answered "no". (An op rejected by
-//     Check, with ErrInvalidOp, was never sent.)
+//     Check, with ErrInvalidOp, was never sent.) An Err that is the
+//     master's error reply should be marked with Reply (ErrReply), so that
+//     the engine's message says the masters refused, not that they did not
+//     answer.
 //   - Do returns a non-nil error only when the batch as a whole failed (for
 //     example the connection broke or ctx ended); it then sets every
 //     Result.Err as well, so callers can read results alone.
@@ -488,7 +491,25 @@ var (
 	// an Unlock's release that failed so, as it does after ErrNotSent,
 	// rather than leave the key to its TTL as for a master that is down.
 	ErrNotApplied = errors.New("refused unapplied, and not resent within the batch")
+	// ErrReply: the master answered the op at once with an error reply
+	// (Redis: OOM when full under maxmemory-policy noeviction, NOPERM for
+	// a user whose ACL lacks the command, BUSY, WRONGTYPE...) instead of a
+	// yes or a no. It is up and reachable, and the reply says what to fix
+	// on it; the op may still have been applied in part, as for any Err.
+	// Mark such errors with Reply, so that the engine tells the user that
+	// the masters refused the command, not that they did not answer.
+	ErrReply = errors.New("master answered with an error reply")
 )
+
+// Reply marks err, a master's error reply to an op, as such: errors.Is
+// finds ErrReply (and err's own chain) in the result, whose message is
+// err's, unchanged.
+func Reply(err error) error { return replyError{err} }
+
+type replyError struct{ err error }
+
+func (e replyError) Error() string   { return e.err.Error() }
+func (e replyError) Unwrap() []error { return []error{e.err, ErrReply} }
 
 // Check reports the first reason op is malformed, or nil. Transports use it
 // so that they all reject the same ops with the same error.

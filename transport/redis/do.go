@@ -239,13 +239,22 @@ func (t *Transport) result(op *transport.Op, r *reply) transport.Result {
 		if wrongType(op, r.err) {
 			return transport.Result{}
 		}
-		return transport.Result{Err: fmt.Errorf("redis %s: %s %q: %w", t.name, op.Kind, op.Key, r.err)}
+		return transport.Result{Err: t.opErr(op, r.err)}
 	}
 	res := transport.Result{OK: r.ok}
 	if r.form == formToken && r.ok {
 		res.Token = r.n
 	}
 	return res
+}
+
+// opErr is the Result.Err of op that failed with err: an error reply of the
+// master is marked as one (transport.Reply).
+func (t *Transport) opErr(op *transport.Op, err error) error {
+	if isRespErr(err) {
+		err = transport.Reply(err)
+	}
+	return fmt.Errorf("redis %s: %s %q: %w", t.name, op.Kind, op.Key, err)
 }
 
 // failValid sets err on every result that has none yet: the valid ops, since

@@ -1,7 +1,6 @@
 package redis
 
 import (
-	"fmt"
 	"hash/maphash"
 
 	"github.com/quorumlock/redlock/transport"
@@ -213,7 +212,7 @@ func (t *Transport) memberResult(op *transport.Op, r *reply, x int) transport.Re
 	if r.err != nil {
 		// Not t.result: its WRONGTYPE-is-"not held" holds for one key's
 		// script, not for a group's (MGET does not raise it).
-		return transport.Result{Err: fmt.Errorf("redis %s: %s %q: %w", t.name, op.Kind, op.Key, r.err)}
+		return transport.Result{Err: t.opErr(op, r.err)}
 	}
 	return transport.Result{OK: r.n>>x&1 == 1}
 }
