@@ -163,8 +163,12 @@ type Lock interface {
 	// (or compare time.Now with Until) rather than a channel read earlier;
 	// what a paused process does next only a fencing token can stop.
 	Done() <-chan struct{}
-	// Err is nil while Done is open; afterwards it wraps ErrNotHeld (as
-	// ErrExpired, ErrReleased, or an extension's error) or ErrClosed.
+	// Err is nil while Done is open; afterwards it wraps exactly one of
+	// ErrNotHeld (as ErrExpired, ErrReleased, or, when an extension
+	// failed, as an *Error with Op "extend") and ErrClosed. A failed
+	// extension's own error is told in that *Error's message (Detail), not
+	// wrapped: errors.Is finds no ErrQuorumUnreachable or ErrInternal in
+	// Err, since the lock is given up whatever kept it from being extended.
 	Err() error
 	// Extend sets the lock's expiry to TTL from now on every master that
 	// still holds it, and moves Until. It fails with ErrNotHeld once Until

@@ -10,9 +10,10 @@ import (
 // masters is unknown. The engine answers rather than leaving the caller
 // waiting, releases on every master whatever an acquire may have taken,
 // and keeps running for other calls. A lock whose extension fails with it
-// is given up (its Done closes). The error's chain holds a *PanicError
-// with the value the actor panicked with: please report it, with the
-// stack the engine logs at error level.
+// is given up (its Done closes, and its Err, ErrNotHeld, tells of it). The
+// error's chain (Extend's error; for an auto-extension, the message of
+// Lock.Err) holds a *PanicError with the value the actor panicked with:
+// please report it, with the stack the engine logs at error level.
 var ErrInternal = errors.New("internal error: the engine hit a bug")
 
 // PanicError is the cause of an ErrInternal: which actor panicked, and

@@ -796,10 +796,22 @@ func (l *lock) autoExtend() {
 		if errors.Is(err, api.ErrQuorumUnreachable) && l.retryExtension() {
 			return
 		}
-		l.lose(&api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Last: err, Detail: "auto-extension failed"})
+		l.lose(l.lostOnExtension("auto-extension failed", err))
 		return
 	}
 	l.rearm()
+}
+
+// lostOnExtension is the cause of a lock given up because an extension
+// failed with err (why says whose): ErrNotHeld, and nothing else, as
+// api.Lock.Err promises. err is told in Detail, its masters' answers with
+// it, but not wrapped: its own sentinel would be a second one in Err's
+// chain, and in that of every later Extend's error (which carries the
+// cause), where it misleads. ErrQuorumUnreachable tells an Extend's caller
+// that the lock stays held and Extend may be called again, and ErrInternal
+// that an operation's outcome is unknown; the lock, given up, is neither.
+func (l *lock) lostOnExtension(why string, err error) error {
+	return &api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Detail: why + ": " + strings.TrimPrefix(err.Error(), "redlock: ")}
 }
 
 // maxExtendRetries bounds the auto-extensions retried in a row (see
@@ -929,7 +941,7 @@ func (l *lock) extend(ctx context.Context, auto bool) error {
 		// bug lost (ErrInternal, coord19) gives the lock up: nothing
 		// vouches for what the engine did with it.
 		if errors.Is(err, api.ErrNotHeld) || errors.Is(err, api.ErrInternal) {
-			l.lose(&api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Last: err, Detail: "an extension failed"})
+			l.lose(l.lostOnExtension("an extension failed", err))
 		}
 		return err
 	}
