@@ -38,6 +38,7 @@ func extensionOut(t *testing.T) (*engine.Engine, api.Lock, []*faulty.Transport, 
 		t.Fatal(err)
 	}
 	until := l.Until()
+	synctest.Wait() // every master has the key, not just the majority Lock waited for
 	for _, f := range fs {
 		f.Pause()
 	}
@@ -110,6 +111,7 @@ func TestUnlockHonoursContextWhileAutoExtending(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inRealTime(t, stuckMsg, func(t *testing.T) {
+				granted := time.Now() // the bubble's clock: extensionOut takes the lock first thing
 				_, l, fs, ms := extensionOut(t)
 				err, took := callWithDeadline(t, "Unlock", l.Unlock)
 				if took > handleDeadline+time.Millisecond {
@@ -131,14 +133,22 @@ func TestUnlockHonoursContextWhileAutoExtending(t *testing.T) {
 					t.Errorf("after Unlock, Err = %v, want ErrReleased", l.Err())
 				}
 				time.Sleep(tc.paused)
+				for i, m := range ms {
+					if n := m.Len(); n != 1 {
+						t.Fatalf("master %d holds %d keys before it answers, want the lock's", i+1, n)
+					}
+				}
 				for _, f := range fs {
 					f.Resume()
 				}
-				time.Sleep(4 * handleMasterTimeout) // the release, and any sent again in the background
+				time.Sleep(500 * time.Millisecond)
 				synctest.Wait()
+				if time.Since(granted) >= handleTTL {
+					t.Fatalf("checked %v after the grant: the keys could have expired by their TTL", time.Since(granted))
+				}
 				for i, m := range ms {
 					if n := m.Len(); n != 0 {
-						t.Errorf("master %d holds %d keys after Unlock: the release was never sent", i+1, n)
+						t.Errorf("master %d holds %d keys after Unlock, %v before its TTL ends: the release was never sent", i+1, n, granted.Add(handleTTL).Sub(time.Now()))
 					}
 				}
 			})
@@ -172,6 +182,7 @@ func TestExtendHonoursContextWhileAutoExtending(t *testing.T) {
 		for _, f := range fs {
 			f.Resume()
 		}
+		time.Sleep(100 * time.Millisecond) // the answers come back within a few ms of the bubble's clock
 		synctest.Wait()
 		if !l.Until().After(until) || l.Err() != nil {
 			t.Fatalf("the auto-extension did not go through once the masters answered: Until moved by %v, Err %v", l.Until().Sub(until), l.Err())
