@@ -36,14 +36,13 @@ func (l *lock) extendDue() {
 	default:
 	}
 	if !l.mu.TryLock() {
-		// The user's Extend or Unlock has the handle. Unlock ends the lock,
-		// or re-arms once it has let go of mu if it failed (its context
-		// ended first); Extend re-arms, so a failed one is retried by the
-		// scheduler.
+		// The user's Extend or Unlock has the handle. Unlock ends the lock
+		// (whatever its context); Extend re-arms once it has let go, so a
+		// failed one is retried by the scheduler.
 		return
 	}
 	if !l.stillDue() {
-		l.mu.Unlock()
+		l.letGo()
 		l.rearm()
 		return
 	}

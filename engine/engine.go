@@ -600,10 +600,17 @@ type lock struct {
 	// mode fills a byte of vbuf's word: 288 bytes, a size class below 320.
 	mode actors.Mode // a mutex, or a read-write lock's reader or writer
 
-	mu       sync.Mutex // serialises Extend and Unlock of one handle
-	extended int        // written under mu and sig, so either guards a read
-	released bool
-	retries  int // auto-extensions retried since the last that got through; under sig
+	// mu is the handle: it serialises Extend, Unlock and auto-extensions
+	// of one lock. It is only ever taken with TryLock (take waits for it
+	// as long as the caller's ctx allows; an auto-extension skips a handle
+	// in use) and let go by letGo, under sig.
+	mu       sync.Mutex
+	extended int  // written under mu and sig, so either guards a read
+	released bool // written under mu and sig, so either guards a read
+	// freed is closed when the handle is let go, for the callers waiting
+	// for it (take); made by the first of them, nil while nobody waits.
+	// Under sig.
+	freed chan struct{}
 
 	// sig guards the lifetime state. It is never held across I/O, so the
 	// lost-lock signal fires on time even while an extension is out.
@@ -615,6 +622,10 @@ type lock struct {
 	hidx     int32 // place in e.sched's heap, plus one (0: not in it); under sched.mu
 	watched  bool  // put in e.sched once: Done was asked for, or auto-extension
 	inLine   bool  // due and waiting for a slot, or handed to a worker; under sched.lmu
+	// retries counts the auto-extensions retried since the last that got
+	// through (at most maxExtendRetries); under sig. A byte of the word
+	// hidx starts, which leaves the handle at 288 bytes with freed.
+	retries uint8
 
 	grantedAt time.Time // when Lock returned it, if metrics were on
 }
@@ -791,7 +802,7 @@ func (l *lock) autoExtend() {
 	// else's, and extending would be a lie. The timer is armed for Until,
 	// where it closes done, which ends autoCtx.
 	err := l.extendObserved((*autoCtx)(l), true)
-	l.mu.Unlock()
+	l.letGo()
 	if err != nil {
 		if errors.Is(err, api.ErrQuorumUnreachable) && l.retryExtension() {
 			return
@@ -894,11 +905,60 @@ func (l *lock) Extend(ctx context.Context) error {
 }
 
 // extendHeld is Extend under mu, let go of even if it panics (a nil ctx, a
-// TracerProvider's panic): a caller that recovers must still Unlock.
+// TracerProvider's panic): a caller that recovers must still Unlock. When
+// ctx ends while another has the handle (an auto-extension or Extend out,
+// or an Unlock), it returns ctx's error and the lock stays as it was.
 func (l *lock) extendHeld(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	if !l.take(ctx) {
+		l.sig.Unlock()
+		return &api.Error{Op: "extend", Key: l.key, Err: ctx.Err(), Detail: "the context ended while another extension or an Unlock of the lock was out; the lock is as it was"}
+	}
+	defer l.letGo()
 	return l.extendObserved(ctx, false)
+}
+
+// take takes the handle (mu) for Extend or Unlock, waiting for it at most
+// until ctx ends, and reports whether it did. When ctx ended first it
+// returns false with sig held and the handle still another's: the holder
+// cannot let go (letGo takes sig) while the caller settles what its ended
+// wait means, and the caller lets go of sig.
+func (l *lock) take(ctx context.Context) bool {
+	if l.mu.TryLock() {
+		return true
+	}
+	for {
+		ended := ctx.Err() != nil // outside sig: ctx is the caller's, sig a leaf
+		l.sig.Lock()
+		// Under sig, so that the handle's holder, which lets go under sig,
+		// lets go after this and finds freed made.
+		if l.mu.TryLock() {
+			l.sig.Unlock()
+			return true
+		}
+		if ended {
+			return false
+		}
+		if l.freed == nil {
+			l.freed = make(chan struct{})
+		}
+		freed := l.freed
+		l.sig.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// letGo lets go of the handle, and wakes whoever waits for it (take).
+func (l *lock) letGo() {
+	l.sig.Lock()
+	l.mu.Unlock()
+	if l.freed != nil {
+		close(l.freed)
+		l.freed = nil
+	}
+	l.sig.Unlock()
 }
 
 // extend is Extend with mu held; auto says it is an auto-extension, whose
@@ -964,8 +1024,10 @@ func (l *lock) Unlock(ctx context.Context) error {
 }
 
 func (l *lock) unlock(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	if !l.take(ctx) {
+		return l.unlockOut(ctx)
+	}
+	defer l.letGo()
 	if l.released {
 		return &api.Error{Op: "unlock", Key: l.key, Err: api.ErrNotHeld, Detail: "it was already released"}
 	}
@@ -988,19 +1050,58 @@ func (l *lock) unlock(ctx context.Context) error {
 	l.sig.Lock()
 	l.checkLocked()
 	l.loseLocked(released)
+	until := l.until
 	l.sig.Unlock()
+	err := l.release(ctx, until)
+	// After "unreachable" or a cancelled context the release may not have
+	// landed, so Unlock may be called again; after success or "not held"
+	// there is nothing left to release.
+	if err == nil || errors.Is(err, api.ErrNotHeld) {
+		l.sig.Lock()
+		l.released = true
+		l.sig.Unlock()
+	}
+	return err
+}
+
+// unlockOut is Unlock when ctx ended while another had the handle: an
+// auto-extension or the user's Extend out (for up to the master timeout),
+// or another Unlock. sig held (take), let go of here. The lock is given up
+// all the same (Done closes, which also ends an auto-extension out: its
+// context is the lock, autoCtx), and the release goes out at once, with
+// the ended ctx: Unlock does not wait for it, and every master that has
+// not answered it by the time the coordinator has the cancel is sent it
+// again in the background (actors/unlockleft.go) until it answers or the
+// key must have expired, or once more as the engine closes.
+//
+// No key is left by the extension still out: an extension only moves the
+// expiry of a key that holds the lock's value and never re-creates one
+// (transport.Extend, ExtendShared), so on each master it lands before the
+// release, which then deletes the key, or after it, and finds nothing; and
+// a node sends a key's op only after the key's batch in flight returned,
+// so the release follows the extension on each master's connection.
+// released stays unset, as after any Unlock whose ctx ended on the way: a
+// later Unlock sends the release again.
+func (l *lock) unlockOut(ctx context.Context) error {
+	if l.released {
+		l.sig.Unlock()
+		return &api.Error{Op: "unlock", Key: l.key, Err: api.ErrNotHeld, Detail: "it was already released"}
+	}
+	l.checkLocked()
+	l.loseLocked(released)
+	until := l.until
+	l.sig.Unlock()
+	return l.release(ctx, until)
+}
+
+// release sends the lock's release and waits for it as ctx allows (an
+// ended ctx hands it to the background cleanup at once: run).
+func (l *lock) release(ctx context.Context, until time.Time) error {
 	call := actors.GetCall(actors.Release, "unlock", l.key, l.value, l.ttl, l.drift)
 	defer call.Release()
 	call.Keys = l.keys
 	call.Mode = l.mode
 	call.Sem = l.sem
-	call.Until = l.Until()
-	err := l.e.run(ctx, call)
-	// After "unreachable" or a cancelled context the release may not have
-	// landed, so Unlock may be called again; after success or "not held"
-	// there is nothing left to release.
-	if err == nil || errors.Is(err, api.ErrNotHeld) {
-		l.released = true
-	}
-	return err
+	call.Until = until
+	return l.e.run(ctx, call)
 }
