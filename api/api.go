@@ -176,7 +176,9 @@ type Lock interface {
 	// MaxExtensions is used up; it never re-creates a lock that expired.
 	// When too few masters answered in time (ErrQuorumUnreachable) or ctx
 	// ended, the lock stays as it was, held until Until, and Extend may be
-	// called again.
+	// called again. ctx also bounds Extend's wait for an extension of the
+	// lock already out (an auto-extension waits for slow masters up to the
+	// master timeout) or an Unlock in progress.
 	Extend(ctx context.Context) error
 	// Unlock releases the lock on every master. It returns nil when a
 	// majority released it, ErrNotHeld when it had already expired or been
@@ -192,6 +194,11 @@ type Lock interface {
 	// the ctx the work ran under releases the lock even when that ctx has
 	// ended: the release is sent, and Unlock waits for the answers at most
 	// the master timeout; masters that have not answered when the wait
-	// ends are sent it again in the background, as above.
+	// ends are sent it again in the background, as above. While an
+	// extension of the lock is out (an auto-extension or Extend, which
+	// wait for slow masters up to the master timeout) Unlock waits for it
+	// only as long as ctx allows: when ctx ends first, the lock is given up
+	// all the same, the release is sent at once and left to the background
+	// as above, and Unlock returns ctx's error.
 	Unlock(ctx context.Context) error
 }
