@@ -273,3 +273,47 @@ func TestRedisDocumentedACLSuffices(t *testing.T) {
 	}
 	_ = l.Unlock(ctx)
 }
+
+// A master whose INFO is refused (an ACL without +info) answers every
+// batch: it is reachable, though it does not vote. The gauges must say both,
+// apart: redlock.master.reachable 1, redlock.master.voting 0 (review
+// observe17: it showed as unreachable, and nothing said it did not vote).
+// Its grants, turned into ErrUnsafeMaster answers, are answers: counted as
+// quarantined, not as failed.
+func TestRedisMasterRefusingInfoIsReachableNotVoting(t *testing.T) {
+	tm := newTelemetry(t)
+	servers := redistest.Start(t, 3)
+	var addrs []string
+	for _, s := range servers {
+		s.Do(t, nil, "ACL", "SETUSER", "app", "on", ">pw", "~*", "+@all", "-info")
+		addrs = append(addrs, "redis://app:pw@"+s.Addr)
+	}
+	e, err := engine.New(addrs, append([]api.Option{api.WithoutRestartQuarantine(), api.WithMasterTimeout(2 * time.Second)}, tm.opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if _, err := e.TryLock(context.Background(), "k"); !errors.Is(err, api.ErrQuorumUnreachable) || unsafeAnswers(err, "+info") < 2 {
+		t.Fatalf("TryLock on masters refusing INFO: %v, want ErrQuorumUnreachable with ErrUnsafeMaster answers", err)
+	}
+	// Every master's acquire and cleanup release have been counted (two
+	// answers decide the TryLock; the third may come after).
+	pollMetrics(t, func() bool {
+		ms := tm.collect(t)
+		for _, m := range e.Masters() {
+			acq, _ := sel(ms, "redlock.master.ops", "redlock.master="+m, "redlock.op=acquire")
+			rel, _ := sel(ms, "redlock.master.ops", "redlock.master="+m, "redlock.op=release")
+			if acq < 1 || rel < 1 {
+				return false
+			}
+		}
+		return true
+	})
+	ms := tm.collect(t)
+	for _, m := range e.Masters() {
+		mm := "redlock.master=" + m
+		wantValue(t, ms, 1, "redlock.master.reachable", mm)
+		wantValue(t, ms, 0, "redlock.master.voting", mm)
+		wantValue(t, ms, 1, "redlock.master.ops", mm, "redlock.op=acquire", "redlock.result=quarantined")
+	}
+}
