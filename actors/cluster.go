@@ -86,6 +86,7 @@ func Start(cfg Config) (*Cluster, error) {
 	// slice, filled before any call.
 	coords := make([]*actor.PID, cfg.Coordinators)
 	tw := newTwins(cfg.Names, logger)
+	cfg.Metrics.useTwins(tw)
 	var peers []peer // the nodes, for the coordinators' bypass
 	intakes := make([]*intake, n)
 	for i, t := range cfg.Transports {

@@ -46,6 +46,10 @@ type Metrics struct {
 	// an atomic add per grant and end is cheaper than two SDK Adds.
 	held  atomic.Int64
 	nodes []nodeMetrics
+	// twins is the nodes' record of masters found to be one server
+	// (twins.go): such a master does not vote. Nil until the cluster
+	// starts.
+	twins atomic.Pointer[twins]
 
 	acqAttrs  [numOutcomes][numCalls][2][]metric.RecordOption
 	endAttrs  [numEnds][]metric.RecordOption
@@ -66,6 +70,11 @@ type nodeMetrics struct {
 	// unsafe: the master is kept from voting until its configuration
 	// changes (api.ErrUnsafeMaster).
 	unsafe atomic.Bool
+	// read is what the last server check came to: readOK (or none yet),
+	// readFailed (no answer), readDenied (the master refused the read,
+	// transport.ErrReply: an ACL without INFO). Until a check reads the
+	// master's info it does not vote.
+	read atomic.Int32
 
 	observe []metric.ObserveOption
 	record  []metric.RecordOption
@@ -180,6 +189,13 @@ const (
 
 var resultNames = [numResults]string{"ok", "refused", "failed", "quarantined"}
 
+// What a master's last server check came to (nodeMetrics.read).
+const (
+	readOK = iota
+	readFailed
+	readDenied
+)
+
 // numKinds bounds the op kinds with an attribute set of their own; a kind
 // past it counts under "unknown".
 const numKinds = 16
@@ -250,6 +266,9 @@ func NewMetrics(mp metric.MeterProvider, names []string) (*Metrics, error) {
 	quarantined, err := meter.Int64ObservableGauge("redlock.master.quarantined", metric.WithUnit("{master}"),
 		metric.WithDescription("1 while the master is in restart quarantine (does not vote), else 0"))
 	errs = append(errs, err)
+	voting, err := meter.Int64ObservableGauge("redlock.master.voting", metric.WithUnit("{master}"),
+		metric.WithDescription("1 while the master counts towards the quorum (it answers, and nothing keeps it from voting), else 0"))
+	errs = append(errs, err)
 	remaining, err := meter.Float64ObservableGauge("redlock.master.quarantine.remaining", metric.WithUnit("s"),
 		metric.WithDescription("Time until the master votes again, 0 when it votes"))
 	errs = append(errs, err)
@@ -300,15 +319,22 @@ func NewMetrics(mp metric.MeterProvider, names []string) (*Metrics, error) {
 			nm := &m.nodes[i]
 			o.ObserveInt64(queued, nm.queued.Load()+int64(nm.in.Load().len()), nm.observe...)
 			o.ObserveInt64(inflight, nm.inflight.Load(), nm.observe...)
-			if r := nm.reachable.Load(); r >= 0 {
-				o.ObserveInt64(reachable, int64(r), nm.observe...)
-			}
+			r := nm.reachable.Load()
 			left := max(nm.quarantineEnd.Load()-now, 0)
+			read := nm.read.Load()
 			in := int64(0)
-			if left > 0 || nm.unsafe.Load() {
+			if left > 0 || nm.unsafe.Load() || read == readDenied {
 				in = 1
 			}
 			o.ObserveInt64(quarantined, in, nm.observe...)
+			if r >= 0 {
+				o.ObserveInt64(reachable, int64(r), nm.observe...)
+				votes := int64(0)
+				if r == 1 && in == 0 && read == readOK && !m.twin(i) {
+					votes = 1
+				}
+				o.ObserveInt64(voting, votes, nm.observe...)
+			}
 			o.ObserveFloat64(remaining, time.Duration(left).Seconds(), nm.observe...)
 			// A (kind, result) that never occurred has no series, as it
 			// had none when each batch added to an SDK counter.
@@ -321,7 +347,7 @@ func NewMetrics(mp metric.MeterProvider, names []string) (*Metrics, error) {
 			}
 		}
 		return nil
-	}, queued, inflight, reachable, quarantined, remaining, waiters, held, ops)
+	}, queued, inflight, reachable, quarantined, voting, remaining, waiters, held, ops)
 	if err != nil {
 		return nil, fmt.Errorf("redlock: registering the metric callback: %w", err)
 	}
@@ -334,6 +360,20 @@ func recordSet(kv ...attribute.KeyValue) []metric.RecordOption {
 
 func addSet(kv ...attribute.KeyValue) []metric.AddOption {
 	return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
+}
+
+// twin reports whether master i is one server with another entry, and so
+// does not vote.
+func (m *Metrics) twin(i int) bool {
+	tw := m.twins.Load()
+	return tw != nil && tw.err(i) != nil
+}
+
+// useTwins gives the metrics the nodes' record of twins.
+func (m *Metrics) useTwins(tw *twins) {
+	if m != nil {
+		m.twins.Store(tw)
+	}
 }
 
 // Close unregisters the callback, so that a closed engine is no longer
@@ -560,9 +600,13 @@ func (nm *nodeMetrics) count(ops []transport.Op, res []transport.Result) (answer
 	return answered
 }
 
-// errResult is the result of an op that failed with err.
+// errResult is the result of an op that failed with err. The answers that
+// vetting kept from voting (quarantine.vet) are quarantined: the master
+// answered. They are ErrQuarantined, ErrUnsafeMaster, and for one server
+// listed twice ErrInvalidArgument (SameServerError); a transport reports
+// none of these for an op (a malformed op is transport.ErrInvalidOp).
 func errResult(err error) uint {
-	if errors.Is(err, api.ErrQuarantined) {
+	if errors.Is(err, api.ErrQuarantined) || errors.Is(err, api.ErrUnsafeMaster) || errors.Is(err, api.ErrInvalidArgument) {
 		return resultQuarantined
 	}
 	return resultFailed
@@ -610,19 +654,33 @@ var answeredPairs = func() (m uint64) {
 // The tally's pairs must fit count's seen bits.
 var _ [64 - numKinds*numResults]struct{}
 
-// learned records what a server check of master i found: err != nil when
-// the master could not be read, else when its quarantine ends and whether
-// it is unsafe (kept from voting whatever its uptime).
-func (m *Metrics) learned(i int, err error, votesAt time.Time, unsafe bool) {
+// learned records a server check of master i that read its info: when its
+// quarantine ends and whether it is unsafe (kept from voting whatever its
+// uptime).
+func (m *Metrics) learned(i int, votesAt time.Time, unsafe bool) {
 	if m == nil {
 		return
 	}
 	nm := &m.nodes[i]
-	if err != nil {
-		nm.reachable.Store(0)
-		return
-	}
 	nm.reachable.Store(1)
+	nm.read.Store(readOK)
 	nm.quarantineEnd.Store(votesAt.UnixNano())
 	nm.unsafe.Store(unsafe)
+}
+
+// unread records a server check of master i that failed: denied when the
+// master answered, refusing the read (transport.ErrReply), so that it is
+// reachable though it does not vote; else it did not answer.
+func (m *Metrics) unread(i int, denied bool) {
+	if m == nil {
+		return
+	}
+	nm := &m.nodes[i]
+	if denied {
+		nm.reachable.Store(1)
+		nm.read.Store(readDenied)
+		return
+	}
+	nm.reachable.Store(0)
+	nm.read.Store(readFailed)
 }

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -145,7 +146,7 @@ func (q *quarantine) learn(n *node, r *infoResult) {
 	if r.err != nil {
 		// Unknown is not trusted: a master we cannot read does not vote.
 		q.vetted = false
-		n.m.learned(n.index, r.err, time.Time{}, false)
+		n.m.unread(n.index, errors.Is(r.err, transport.ErrReply))
 		q.twins.set(q.index, "")
 		q.release(n)
 		return
@@ -165,7 +166,7 @@ func (q *quarantine) learn(n *node, r *infoResult) {
 	}
 	q.runID, q.started = r.info.RunID, started
 	q.setUnsafe(unsafe)
-	n.m.learned(n.index, nil, q.votesAt(started), unsafe != nil)
+	n.m.learned(n.index, q.votesAt(started), unsafe != nil)
 	q.twins.set(q.index, r.info.RunID)
 	if q.epoch() != r.epoch {
 		// Reconnected while reading: the reply may describe the server

@@ -290,6 +290,7 @@ func (s *shards) report(q *quarantine, n *node) {
 	ids := make([]string, 0, len(s.current))
 	var err error
 	complete, unsafe := true, false
+	denied := true // every shard that could not be read refused the read (transport.ErrReply)
 	for _, name := range s.current {
 		p := s.known[name]
 		unsafe = unsafe || p != nil && p.unsafe != nil
@@ -298,6 +299,7 @@ func (s *shards) report(q *quarantine, n *node) {
 			complete = false // its first read is still out
 		case p.readErr != nil:
 			err = errors.Join(err, fmt.Errorf("shard %s: %w", name, p.readErr))
+			denied = denied && errors.Is(p.readErr, transport.ErrReply)
 		default:
 			ids = append(ids, p.runID)
 			if e := p.started.Add(q.period); e.After(ends) {
@@ -309,7 +311,7 @@ func (s *shards) report(q *quarantine, n *node) {
 		return
 	}
 	if err != nil {
-		n.m.learned(n.index, err, time.Time{}, false)
+		n.m.unread(n.index, denied)
 		q.twins.set(q.index, "")
 		return
 	}
@@ -319,7 +321,7 @@ func (s *shards) report(q *quarantine, n *node) {
 	if q.period == 0 {
 		ends = noQuarantineEnd // see quarantine.votesAt
 	}
-	n.m.learned(n.index, nil, ends, unsafe) // a shard unsafe: part of the master does not vote
+	n.m.learned(n.index, ends, unsafe) // a shard unsafe: part of the master does not vote
 	slices.Sort(ids)
 	q.twins.set(q.index, "cluster:"+strings.Join(ids, ","))
 }

@@ -399,6 +399,7 @@ func TestMasterMetrics(t *testing.T) {
 		wantValue(t, ms, 0, "redlock.master.ops.inflight", mm)
 		wantValue(t, ms, 0, "redlock.master.ops.queued", mm)
 		wantValue(t, ms, 1, "redlock.master.reachable", mm)
+		wantValue(t, ms, 1, "redlock.master.voting", mm)
 		wantValue(t, ms, 0, "redlock.master.quarantined", mm)
 		wantValue(t, ms, 0, "redlock.master.quarantine.remaining", mm)
 		totalOps += ops
@@ -421,6 +422,8 @@ func TestMasterMetrics(t *testing.T) {
 	ms = tm.collect(t)
 	wantValue(t, ms, 0, "redlock.master.reachable", "redlock.master=m3")
 	wantValue(t, ms, 1, "redlock.master.reachable", "redlock.master=m1")
+	wantValue(t, ms, 0, "redlock.master.voting", "redlock.master=m3")
+	wantValue(t, ms, 1, "redlock.master.voting", "redlock.master=m1")
 	wantValue(t, ms, 1, "redlock.master.ops", "redlock.master=m3", "redlock.op=acquire", "redlock.result=failed")
 }
 

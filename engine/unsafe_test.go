@@ -120,3 +120,69 @@ func TestUnsafeMasterShowsAsNotVoting(t *testing.T) {
 		wantValue(t, tm.collect(t), 0, "redlock.master.quarantined", "redlock.master=a")
 	})
 }
+
+// denying is an in-memory master whose ServerInfo is refused while deny is
+// set, as a Redis master's is for an ACL user without +info.
+type denying struct {
+	transport.Transport
+	deny *atomic.Bool
+}
+
+func (t denying) Name() string  { return t.Transport.(transport.Namer).Name() }
+func (t denying) Epoch() uint64 { return t.Transport.(transport.ServerReporter).Epoch() }
+func (t denying) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
+	if t.deny.Load() {
+		return transport.ServerInfo{}, transport.Reply(errors.New("NOPERM User app has no permissions to run the 'info' command"))
+	}
+	return t.Transport.(transport.ServerReporter).ServerInfo(ctx)
+}
+
+// redlock.master.voting says whether a master counts towards the quorum,
+// apart from whether it answers: masters whose info read is refused answer
+// (reachable) and do not vote until a read gets through.
+func TestMasterVotingGauge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tm := newTelemetry(t)
+		var deny atomic.Bool
+		deny.Store(true)
+		ts := []transport.Transport{
+			denying{memory.NewNamed("a").Transport(), &deny},
+			denying{memory.NewNamed("b").Transport(), &deny},
+			memory.NewNamed("c").Transport(),
+		}
+		e, err := engine.NewWithTransports(ts, append([]api.Option{api.WithoutRestartQuarantine()}, tm.opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		ctx := context.Background()
+		if _, err := e.TryLock(ctx, "k"); !errors.Is(err, api.ErrQuorumUnreachable) || unsafeAnswers(err, "NOPERM") != 2 {
+			t.Fatalf("TryLock with two of three masters refusing their info: %v, want ErrQuorumUnreachable with their ErrUnsafeMaster answers", err)
+		}
+		synctest.Wait() // every answer and cleanup is in
+		ms := tm.collect(t)
+		for _, m := range []string{"a", "b"} {
+			wantValue(t, ms, 1, "redlock.master.reachable", "redlock.master="+m)
+			wantValue(t, ms, 0, "redlock.master.voting", "redlock.master="+m)
+			wantValue(t, ms, 1, "redlock.master.quarantined", "redlock.master="+m)
+			wantValue(t, ms, 1, "redlock.master.ops", "redlock.master="+m, "redlock.op=acquire", "redlock.result=quarantined")
+			wantValue(t, ms, 0, "redlock.master.ops", "redlock.master="+m, "redlock.result=failed")
+		}
+		wantValue(t, ms, 1, "redlock.master.reachable", "redlock.master=c")
+		wantValue(t, ms, 1, "redlock.master.voting", "redlock.master=c")
+		wantValue(t, ms, 0, "redlock.master.quarantined", "redlock.master=c")
+
+		deny.Store(false)
+		time.Sleep(1100 * time.Millisecond) // a check has read them
+		l, err := e.TryLock(ctx, "k")
+		if err != nil {
+			t.Fatalf("TryLock once the masters' info can be read: %v", err)
+		}
+		_ = l.Unlock(ctx)
+		synctest.Wait()
+		ms = tm.collect(t)
+		wantValue(t, ms, 3, "redlock.master.voting")
+		wantValue(t, ms, 3, "redlock.master.reachable")
+		wantValue(t, ms, 0, "redlock.master.quarantined")
+	})
+}

@@ -282,6 +282,9 @@ type ServerInfo struct {
 // evicting master from voting; a master whose ServerInfo fails does not
 // vote (api.ErrUnsafeMaster with the quarantine off), so a transport that
 // cannot tell should not implement ServerReporter.
+// A ServerInfo that the master refused (it answered with an error: an ACL,
+// say) should be marked with Reply (ErrReply), so that the engine does not
+// take the master for unreachable.
 //
 // Epoch changes every time the transport starts talking to the master over
 // a new connection (and so, maybe, to a master process that restarted and
@@ -497,7 +500,11 @@ var (
 	// yes or a no. It is up and reachable, and the reply says what to fix
 	// on it; the op may still have been applied in part, as for any Err.
 	// Mark such errors with Reply, so that the engine tells the user that
-	// the masters refused the command, not that they did not answer.
+	// the masters refused the command, not that they did not answer. A
+	// ServerInfo error that wraps it tells the engine that the master is
+	// up though it cannot be checked: it does not vote, and its metrics
+	// show it reachable; any other ServerInfo error counts as the master
+	// not answering.
 	ErrReply = errors.New("master answered with an error reply")
 )
 

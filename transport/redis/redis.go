@@ -618,12 +618,16 @@ func (t *Transport) Ping(ctx context.Context) error {
 func (t *Transport) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
 	var info string
 	if err := t.exec(ctx, (&command{out: &info}).cmd("INFO")); err != nil {
+		if !isRespErr(err) {
+			return transport.ServerInfo{}, err
+		}
+		// An error reply: the master is up (transport.ErrReply).
 		if strings.Contains(err.Error(), "NOPERM") {
 			// INFO is in ACL category @dangerous, which hardened users
 			// often lack; without it the engine cannot vet the master.
-			return transport.ServerInfo{}, fmt.Errorf("%w; the engine reads INFO to tell a restarted master, one server listed twice, a replica and an evicting master: grant it (ACL SETUSER <user> +info)", err)
+			return transport.ServerInfo{}, fmt.Errorf("%w; the engine reads INFO to tell a restarted master, one server listed twice, a replica and an evicting master: grant it (ACL SETUSER <user> +info)", transport.Reply(err))
 		}
-		return transport.ServerInfo{}, err
+		return transport.ServerInfo{}, transport.Reply(err)
 	}
 	return parseServerInfo(t.name, info)
 }
