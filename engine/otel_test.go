@@ -521,6 +521,90 @@ func TestQuarantineGaugeOnRealMasters(t *testing.T) {
 	wantValue(t, tm.collect(t), 0, "redlock.master.quarantine.remaining", "redlock.master="+name)
 }
 
+// TestUnlockOutcomesAndValidityMetered: every Unlock is counted in
+// redlock.lock.unlocks by what came of it (released by a majority, not
+// held any more, too few masters answered), so that releases that did not
+// complete show; and each grant records in redlock.lock.validity the
+// validity it had left when Lock returned.
+func TestUnlockOutcomesAndValidityMetered(t *testing.T) {
+	tm := newTelemetry(t)
+	masters := []*memory.Master{memory.NewNamed("m1"), memory.NewNamed("m2"), memory.NewNamed("m3")}
+	gates := []*holdGate{newGate(masters[0].Transport()), newGate(masters[1].Transport()), newGate(masters[2].Transport())}
+	ts := []transport.Transport{gates[0], gates[1], gates[2]}
+	for _, g := range gates {
+		g.release() // no holding: only fail matters here
+	}
+	e, err := engine.NewWithTransports(ts, append(tm.opts, api.WithoutRestartQuarantine(), api.WithTTL(10*time.Second))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+
+	// Released, then not held (already released).
+	a, err := e.Lock(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := time.Until(a.Until()); left <= 0 || left > 10*time.Second {
+		t.Fatalf("a valid for %v more", left)
+	}
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Unlock(ctx); !errors.Is(err, api.ErrNotHeld) {
+		t.Fatalf("second Unlock: %v, want ErrNotHeld", err)
+	}
+	// Not held: it expired before the Unlock.
+	b, err := e.TryLock(ctx, "b", api.WithTTL(30*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-b.Done()
+	// Done fires a drift allowance before the masters' keys expire.
+	pollMetrics(t, func() bool {
+		for _, m := range masters {
+			if _, ok := m.Get("b"); ok {
+				return false
+			}
+		}
+		return true
+	})
+	if err := b.Unlock(ctx); !errors.Is(err, api.ErrNotHeld) {
+		t.Fatalf("Unlock of an expired lock: %v, want ErrNotHeld", err)
+	}
+	// Unreachable: two of three masters fail the release.
+	c, err := e.Lock(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gates[:2] {
+		g.mu.Lock()
+		g.fail = true
+		g.mu.Unlock()
+	}
+	if err := c.Unlock(ctx); !errors.Is(err, api.ErrQuorumUnreachable) {
+		t.Fatalf("Unlock with two of three masters failing: %v, want ErrQuorumUnreachable", err)
+	}
+
+	ms := tm.collect(t)
+	const u = "redlock.lock.unlocks"
+	wantValue(t, ms, 1, u, "redlock.outcome=released")
+	wantValue(t, ms, 2, u, "redlock.outcome=not_held")
+	wantValue(t, ms, 1, u, "redlock.outcome=unreachable")
+	wantValue(t, ms, 4, u)
+
+	const v = "redlock.lock.validity"
+	wantCount(t, ms, 2, v, "redlock.call=lock")
+	wantCount(t, ms, 1, v, "redlock.call=trylock")
+	if sum, _ := sel(ms, v, "redlock.call=lock"); sum <= 2*9 || sum > 2*10 {
+		t.Errorf("%s: %v s left in all at two grants of a 10s TTL, want just under 20", v, sum)
+	}
+	if sum, _ := sel(ms, v, "redlock.call=trylock"); sum <= 0 || sum > 0.03 {
+		t.Errorf("%s: %v s left at a grant of a 30ms TTL, want in (0, 0.03]", v, sum)
+	}
+}
+
 // spanSummary is a finished span in a comparable form.
 func spanSummary(s tracetest.SpanStub) string {
 	var b strings.Builder
