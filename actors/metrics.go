@@ -40,21 +40,27 @@ type Metrics struct {
 	ext      metric.Int64Counter
 	batch    metric.Int64Histogram
 	batchDur metric.Float64Histogram
+	validity metric.Float64Histogram
 
 	waiters atomic.Int64
 	// held counts locks granted and not ended, observed by the callback:
 	// an atomic add per grant and end is cheaper than two SDK Adds.
-	held  atomic.Int64
-	nodes []nodeMetrics
+	held atomic.Int64
+	// unlocks counts Unlock calls by outcome, observed by the callback as
+	// redlock.lock.unlocks: one atomic add per Unlock, next to held's.
+	unlocks [numOutcomes]atomic.Int64
+	nodes   []nodeMetrics
 	// twins is the nodes' record of masters found to be one server
 	// (twins.go): such a master does not vote. Nil until the cluster
 	// starts.
 	twins atomic.Pointer[twins]
 
-	acqAttrs  [numOutcomes][numCalls][2][]metric.RecordOption
-	endAttrs  [numEnds][]metric.RecordOption
-	lostAttrs [numEnds][]metric.AddOption
-	extAttrs  [numOutcomes][2][]metric.AddOption
+	acqAttrs    [numOutcomes][numCalls][2][]metric.RecordOption
+	endAttrs    [numEnds][]metric.RecordOption
+	lostAttrs   [numEnds][]metric.AddOption
+	extAttrs    [numOutcomes][2][]metric.AddOption
+	validAttrs  [numCalls][]metric.RecordOption
+	unlockAttrs [numOutcomes][]metric.ObserveOption
 
 	reg metric.Registration
 }
@@ -102,6 +108,7 @@ const (
 
 var acquireOutcomes = [numOutcomes]string{"acquired", "taken", "unreachable", "canceled", "invalid", "closed", "internal"}
 var extendOutcomes = [numOutcomes]string{"ok", "not_held", "unreachable", "canceled", "invalid", "closed", "internal"}
+var unlockOutcomes = [numOutcomes]string{"released", "not_held", "unreachable", "canceled", "invalid", "closed", "internal"}
 
 // Outcome classifies a call's error: its sentinel, as metrics and spans
 // report it.
@@ -245,6 +252,12 @@ func NewMetrics(mp metric.MeterProvider, names []string) (*Metrics, error) {
 	m.ext, err = meter.Int64Counter("redlock.lock.extensions", metric.WithUnit("{extension}"),
 		metric.WithDescription("Extensions, by outcome and whether auto-extension made them"))
 	errs = append(errs, err)
+	unlocks, err := meter.Int64ObservableCounter("redlock.lock.unlocks", metric.WithUnit("{unlock}"),
+		metric.WithDescription("Unlock calls, by outcome: released by a majority, not held any more, too few masters answered, ..."))
+	errs = append(errs, err)
+	m.validity, err = meter.Float64Histogram("redlock.lock.validity", metric.WithUnit("s"),
+		metric.WithDescription("Validity a granted lock had left when the acquiring call returned (Until minus then)"), seconds)
+	errs = append(errs, err)
 	ops, err := meter.Int64ObservableCounter("redlock.master.ops", metric.WithUnit("{op}"),
 		metric.WithDescription("Operations a master answered, by kind and result"))
 	errs = append(errs, err)
@@ -291,6 +304,10 @@ func NewMetrics(mp metric.MeterProvider, names []string) (*Metrics, error) {
 		for a := range 2 {
 			m.extAttrs[o][a] = addSet(attribute.String("redlock.outcome", extendOutcomes[o]), attribute.Bool("redlock.auto", a == 1))
 		}
+		m.unlockAttrs[o] = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("redlock.outcome", unlockOutcomes[o])))}
+	}
+	for c := range numCalls {
+		m.validAttrs[c] = recordSet(attribute.String("redlock.call", callNames[c]))
 	}
 	for e := range numEnds {
 		m.endAttrs[e] = recordSet(attribute.String("redlock.end", endNames[e]))
@@ -315,6 +332,11 @@ func NewMetrics(mp metric.MeterProvider, names []string) (*Metrics, error) {
 		now := time.Now().UnixNano()
 		o.ObserveInt64(waiters, m.waiters.Load())
 		o.ObserveInt64(held, m.held.Load())
+		for u := range m.unlocks {
+			if n := m.unlocks[u].Load(); n > 0 {
+				o.ObserveInt64(unlocks, n, m.unlockAttrs[u]...)
+			}
+		}
 		for i := range m.nodes {
 			nm := &m.nodes[i]
 			o.ObserveInt64(queued, nm.queued.Load()+int64(nm.in.Load().len()), nm.observe...)
@@ -347,7 +369,7 @@ func NewMetrics(mp metric.MeterProvider, names []string) (*Metrics, error) {
 			}
 		}
 		return nil
-	}, queued, inflight, reachable, quarantined, voting, remaining, waiters, held, ops)
+	}, queued, inflight, reachable, quarantined, voting, remaining, waiters, held, unlocks, ops)
 	if err != nil {
 		return nil, fmt.Errorf("redlock: registering the metric callback: %w", err)
 	}
@@ -404,6 +426,20 @@ func (m *Metrics) Acquired(call, outcome int, fenced bool, took time.Duration) {
 	if outcome == OutcomeOK {
 		m.held.Add(1)
 	}
+}
+
+// Granted records the validity a lock granted by a call of kind call had
+// left when the call returned. Enabled first, as for the per-batch
+// histograms: a View that drops the instrument spares the Record.
+func (m *Metrics) Granted(call int, validity time.Duration) {
+	if ctx := context.Background(); m.validity.Enabled(ctx) {
+		m.validity.Record(ctx, validity.Seconds(), m.validAttrs[call]...)
+	}
+}
+
+// Unlocked counts an Unlock that came to outcome (an Outcome).
+func (m *Metrics) Unlocked(outcome int) {
+	m.unlocks[outcome].Add(1)
 }
 
 // Ended records the end of a lock granted at start: why, and for how long

@@ -205,10 +205,12 @@ func (e *Engine) lockObserved(ctx context.Context, k int, op, key string, keys [
 			ll := l.(*lock)
 			ll.sig.Lock()
 			ll.grantedAt = now
+			validity := ll.until.Sub(now)
 			if ll.cause != nil {
 				ll.ended(ll.cause)
 			}
 			ll.sig.Unlock()
+			e.obs.m.Granted(k, validity)
 		}
 	}
 	if span != nil {
@@ -260,17 +262,30 @@ func (l *lock) extendObserved(ctx context.Context, auto bool) error {
 	return err
 }
 
-// unlockObserved is unlock with its span.
+// unlockObserved is unlock with its span and metric. The metric counts the
+// Unlocks of locks granted while metrics were on (grantedAt set), as
+// redlock.lock.held counts them: no provider check on the way. grantedAt
+// was written before Lock returned the handle, and is not written again.
 func (l *lock) unlockObserved(ctx context.Context) error {
 	var span trace.Span
 	if ob := l.e.obs; ob.tracer != nil || ob.tp == nil {
 		span = ob.start(ctx, spanUnlock, l.key, l.keys)
+		if span != nil {
+			ctx = &spanCtx{ctx, span}
+		}
 	}
-	if span == nil {
-		return l.unlock(ctx)
+	err := l.unlock(ctx)
+	metered := !l.grantedAt.IsZero()
+	if span == nil && !metered {
+		return err
 	}
-	err := l.unlock(&spanCtx{ctx, span})
-	end(span, actors.ExtendOutcome(actors.Outcome(err)), err)
+	outcome := actors.Outcome(err)
+	if metered {
+		l.e.obs.m.Unlocked(outcome)
+	}
+	if span != nil {
+		end(span, actors.ExtendOutcome(outcome), err)
+	}
 	return err
 }
 
