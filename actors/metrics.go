@@ -223,9 +223,12 @@ func MetricsOff(mp metric.MeterProvider) bool {
 const Scope = "github.com/quorumlock/redlock"
 
 // NewMetrics makes the instruments from mp, or from the global provider
-// when mp is nil, for the masters names.
+// when mp is nil, for the masters names. An mp that is the global default
+// (otel.GetMeterProvider() called before anybody set one, passed
+// explicitly) is the global provider too: it forwards to the one set
+// later, so it is on once somebody sets one, not off for good.
 func NewMetrics(mp metric.MeterProvider, names []string) (*Metrics, error) {
-	m := &Metrics{global: mp == nil}
+	m := &Metrics{global: mp == nil || mp == defaultMeterProvider}
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}

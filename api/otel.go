@@ -18,7 +18,10 @@ import (
 // uses the global provider (otel.GetMeterProvider), the convention for
 // instrumented libraries: an application that sets one up gets redlock's
 // metrics with no code. A no-op provider (go.opentelemetry.io/otel/metric/noop)
-// turns metrics off. A nil mp is refused. Engine-wide.
+// turns metrics off. otel.GetMeterProvider() passed before a global
+// provider is set is the global provider: the engine's metrics reach the
+// provider set later, as without the option. A nil mp is refused.
+// Engine-wide.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return setting(func(o *Options) error {
 		if mp == nil {
@@ -30,8 +33,9 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 }
 
 // WithTracerProvider sends the engine's spans to tp; without it the engine
-// uses the global provider (otel.GetTracerProvider). A nil tp is refused.
-// Engine-wide.
+// uses the global provider (otel.GetTracerProvider). As for
+// WithMeterProvider, otel.GetTracerProvider() passed before a global
+// provider is set is the global provider. A nil tp is refused. Engine-wide.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return setting(func(o *Options) error {
 		if tp == nil {

@@ -22,7 +22,9 @@ import (
 // documents what it produces.
 //
 // Without providers the global ones are used, as OpenTelemetry's
-// convention for libraries says. A global provider nobody has set, and a
+// convention for libraries says; so are the global defaults passed as
+// providers (otel.GetMeterProvider() before anybody set one), which
+// forward to the providers set later. A global provider nobody has set, and a
 // no-op one, cost a few atomic loads per call and no allocation: the
 // global default's tracer would allocate a context for every span it
 // does not record, so it is never asked for one.
@@ -86,6 +88,12 @@ func newObs(o api.Options, names []string) (*obs, error) {
 		return nil, err
 	}
 	ob := &obs{m: m, tp: o.TracerProvider, keys: o.TraceKeys}
+	if ob.tp == defaultTracerProvider {
+		// otel.GetTracerProvider() before anybody set one, passed
+		// explicitly: it forwards to the provider set later, so it is
+		// the global provider, asked at each call, not off for good.
+		ob.tp = nil
+	}
 	if ob.tp != nil && !tracingOff(ob.tp) {
 		ob.tracer = ob.tp.Tracer(actors.Scope)
 	}
