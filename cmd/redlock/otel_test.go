@@ -246,3 +246,23 @@ func TestRunExplainsTaken(t *testing.T) {
 		t.Errorf("stderr is not the notice %q then the failure:\n%s", want, r.stderr)
 	}
 }
+
+// TestRunExplainsNotVoting: on masters that answer but may not vote (their
+// INFO refused to the ACL user), run says so, not that they are unreachable
+// nor that nothing answered.
+func TestRunExplainsNotVoting(t *testing.T) {
+	servers, _ := startMasters(t, 3)
+	var nodes []string
+	for _, s := range servers {
+		s.Do(t, nil, "ACL", "SETUSER", "app", "on", ">pw", "~*", "+@all", "-info")
+		nodes = append(nodes, "redis://app:pw@"+s.Addr)
+	}
+	r := redlock(t, nil, "run", "--key", "v", "--nodes", strings.Join(nodes, ","), "--quarantine", "0", "--wait", "1200ms", "--", "echo", "ran")
+	if r.code == 0 || r.stdout != "" {
+		t.Fatalf("exit %d, stdout %q: want a failure and no command", r.code, r.stdout)
+	}
+	want := `redlock run: waiting for the lock "v": only 0 of 3 masters can vote, 2 needed`
+	if !strings.HasPrefix(r.stderr, want) {
+		t.Errorf("stderr does not start %q:\n%s", want, r.stderr)
+	}
+}
