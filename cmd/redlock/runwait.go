@@ -17,7 +17,7 @@ import (
 // waitWatch gives run's engine a meter provider of its own, read when the
 // wait for the lock passes a second, to say what it waits for: the engine's
 // own metrics (OBSERVABILITY.md) know which masters are in quarantine,
-// which answer, and whether they refused.
+// which answer, which may vote, and whether they refused.
 type waitWatch struct {
 	reader *sdkmetric.ManualReader
 	mp     *sdkmetric.MeterProvider
@@ -43,7 +43,7 @@ func (w *waitWatch) explain(eng *engine.Engine) string {
 	}
 	n, quorum := len(eng.Masters()), eng.Quorum()
 	var left []float64 // remaining quarantine of each master in it
-	reachable, refused := 0, int64(0)
+	reachable, votes, refused := 0, 0, int64(0)
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			switch d := m.Data.(type) {
@@ -56,9 +56,14 @@ func (w *waitWatch) explain(eng *engine.Engine) string {
 					}
 				}
 			case metricdata.Gauge[int64]:
-				if m.Name == "redlock.master.reachable" {
+				switch m.Name {
+				case "redlock.master.reachable":
 					for _, p := range d.DataPoints {
 						reachable += int(p.Value)
+					}
+				case "redlock.master.voting":
+					for _, p := range d.DataPoints {
+						votes += int(p.Value)
 					}
 				}
 			case metricdata.Sum[int64]:
@@ -82,6 +87,11 @@ func (w *waitWatch) explain(eng *engine.Engine) string {
 	}
 	if reachable < quorum {
 		return fmt.Sprintf("only %d of %d masters reachable, %d needed; retrying", reachable, n, quorum)
+	}
+	if votes < quorum {
+		// They answer, but something keeps them from voting: an unsafe
+		// configuration, or a server check they refuse.
+		return fmt.Sprintf("only %d of %d masters can vote, %d needed: the others answer but are unsafe or cannot be checked (redlock status says why); retrying", votes, n, quorum)
 	}
 	if refused > 0 {
 		return "held by someone else, waiting"
