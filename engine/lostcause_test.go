@@ -106,3 +106,44 @@ func TestLostLockErrWrapsOneSentinel(t *testing.T) {
 		}
 	})
 }
+
+// A call that Close cuts fails with ErrClosed, and with nothing else that
+// errors.Is can find: a Lock that was retrying on a taken key must not
+// also match ErrNotAcquired (its last attempt's answer), or a caller that
+// retries on "taken" retries on a closed engine, and `redlock` reports a
+// closed engine as a taken lock. The last attempt stays in the message and
+// in Last. An Extend of a lock the Close ended is ErrClosed alone too, not
+// ErrNotHeld beside it (TestCloseEndsUnwatchedLocks asks for ErrClosed).
+func TestClosedCallsWrapOneSentinel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, err := engine.NewMemory(3, api.WithTTL(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		held, err := e.TryLock(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.Lock(ctx, "k") // retries: the key is taken
+			done <- err
+		}()
+		time.Sleep(100 * time.Millisecond) // bubble time: a few refused attempts
+		synctest.Wait()
+		e.Close()
+		err = <-done
+		if got := sentinelsOf(err); len(got) != 1 || got[0] != "ErrClosed" {
+			t.Errorf("Lock cut by Close: %v\nmatches %v; want ErrClosed alone", err, got)
+		}
+		var ae *api.Error
+		if !errors.As(err, &ae) || !errors.Is(ae.Last, api.ErrNotAcquired) {
+			t.Errorf("Lock cut by Close: %v: Last should keep the last attempt's answer (not acquired)", err)
+		}
+		err = held.Extend(ctx)
+		if got := sentinelsOf(err); len(got) != 1 || got[0] != "ErrClosed" {
+			t.Errorf("Extend of a lock Close ended: %v\nmatches %v; want ErrClosed alone", err, got)
+		}
+	})
+}
