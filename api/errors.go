@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -9,7 +10,8 @@ import (
 )
 
 // Sentinel errors. Every error the engine returns wraps exactly one of these
-// (or a context error), so callers branch with errors.Is; the wrapping *Error
+// (or a context error, and then its last attempt's, see Error.Unwrap), so
+// callers branch with errors.Is; the wrapping *Error
 // carries what each master answered.
 var (
 	// ErrNotAcquired: another owner holds the lock. Retrying later may work.
@@ -116,7 +118,7 @@ type Error struct {
 	// "new", and for a LockAll whose list of keys was refused.
 	Key      string
 	Err      error // a sentinel of this package or a context error
-	Last     error // for a cancelled operation: why the last attempt failed
+	Last     error // why the last attempt failed; in the chain (Unwrap) only after a context error
 	Attempts int   // acquisition attempts made (the Locker methods)
 	Masters  []MasterAnswer
 	Detail   string // extra explanation, e.g. "validity used up by slow masters"
@@ -226,10 +228,16 @@ func (e *Error) errorReplies() (replies, others int) {
 	return replies, others
 }
 
-// Unwrap lets errors.Is and errors.As see both the sentinel and, for a
-// cancelled operation, the last attempt's error.
+// Unwrap lets errors.Is and errors.As see the sentinel and, for an
+// operation whose context ended (Err is a context error), the last
+// attempt's error: "the deadline passed, and the lock was taken" is two
+// facts a caller may branch on. For any other cause (ErrClosed, an
+// ErrInternal, a lock lost before an Extend) Last is in the message and in
+// the field, not in the chain: a second sentinel would say what the error
+// is not (a Lock cut by Close is not a taken lock, and a lost lock's
+// Extend is not "unreachable, call again").
 func (e *Error) Unwrap() []error {
-	if e.Last != nil {
+	if e.Last != nil && (errors.Is(e.Err, context.Canceled) || errors.Is(e.Err, context.DeadlineExceeded)) {
 		return []error{e.Err, e.Last}
 	}
 	return []error{e.Err}

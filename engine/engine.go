@@ -976,6 +976,8 @@ func (l *lock) extend(ctx context.Context, auto bool) error {
 		return notHeld("it was released")
 	case errors.Is(cause, api.ErrExpired): // checkLocked found Until passed
 		return notHeld("its validity has passed; take the lock again")
+	case errors.Is(cause, api.ErrClosed): // Close ended it: what Locker.Close says of calls after it
+		return &api.Error{Op: "extend", Key: l.key, Err: api.ErrClosed, Detail: "the engine closed, which ended the lock"}
 	case cause != nil:
 		return &api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Last: cause, Detail: "the lock was already lost"}
 	case l.extended >= l.maxExt:
