@@ -1,9 +1,12 @@
 package engine_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -74,6 +77,22 @@ func unsafeAnswers(err error, want string) int {
 	n := 0
 	for _, m := range ae.Masters {
 		if errors.Is(m.Err, api.ErrUnsafeMaster) && strings.Contains(m.Err.Error(), want) {
+			n++
+		}
+	}
+	return n
+}
+
+// quarantinedAnswers counts the masters in err whose answer is an
+// api.ErrQuarantined.
+func quarantinedAnswers(err error) int {
+	var ae *api.Error
+	if !errors.As(err, &ae) {
+		return 0
+	}
+	n := 0
+	for _, m := range ae.Masters {
+		if errors.Is(m.Err, api.ErrQuarantined) {
 			n++
 		}
 	}
@@ -315,5 +334,139 @@ func TestRedisMasterRefusingInfoIsReachableNotVoting(t *testing.T) {
 		wantValue(t, ms, 1, "redlock.master.reachable", mm)
 		wantValue(t, ms, 0, "redlock.master.voting", mm)
 		wantValue(t, ms, 1, "redlock.master.ops", mm, "redlock.op=acquire", "redlock.result=quarantined")
+	}
+}
+
+// evictAllAtOnce makes s evict every key and go back to not evicting, in
+// one write that s runs as one step (a server runs every command a
+// client's read brought before it serves another client), so no INFO can
+// see the evicting configuration: the limit case of a flip to an evicting
+// policy and back between two of the engine's checks. CONFIG SET
+// maxmemory below the memory in use evicts at once under allkeys-lru. It
+// returns s's evicted_keys before and after.
+func evictAllAtOnce(t *testing.T, s *redistest.Server) (before, after string) {
+	t.Helper()
+	before = s.Info(t, "stats", "evicted_keys")
+	c, err := net.DialTimeout("tcp", s.Addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	cmds := [][]string{
+		{"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"},
+		{"CONFIG", "SET", "maxmemory", "1"},
+		{"CONFIG", "SET", "maxmemory", "0"},
+		{"CONFIG", "SET", "maxmemory-policy", "noeviction"},
+	}
+	var b strings.Builder
+	for _, cmd := range cmds {
+		fmt.Fprintf(&b, "*%d\r\n", len(cmd))
+		for _, a := range cmd {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+		}
+	}
+	if _, err := io.WriteString(c, b.String()); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	for _, cmd := range cmds {
+		line, err := r.ReadString('\n')
+		if err != nil || line != "+OK\r\n" {
+			t.Fatalf("%s: %s: %q, %v", s.Addr, strings.Join(cmd, " "), line, err)
+		}
+	}
+	return before, s.Info(t, "stats", "evicted_keys")
+}
+
+// masterGauges is the value of the per-master gauge name for every master
+// that has one, by master name.
+func masterGauges(t *testing.T, tm *telemetry, name string) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, p := range tm.collect(t)[name] {
+		if m, ok := p.attrs.Value("redlock.master"); ok {
+			out[m.Emit()] = p.value
+		}
+	}
+	return out
+}
+
+// A master whose configuration is switched to an eviction policy and back
+// between two of the engine's INFO checks (1s apart) may have evicted a
+// held lock's key, and no check saw the policy. It must not vote as if it
+// had kept its keys: its evicted_keys moved. Before the fix a second engine
+// was granted the lock that the first still held.
+func TestRedisEvictionBetweenChecks(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []api.Option
+	}{
+		{"quarantine", []api.Option{api.WithRestartQuarantine(time.Second), api.WithTTL(time.Second)}},
+		{"no-quarantine", []api.Option{api.WithoutRestartQuarantine()}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			servers := redistest.Start(t, 3)
+			ctx := context.Background()
+			la, err := redisEngine(t, servers).TryLock(ctx, "orders", api.WithTTL(30*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer la.Unlock(ctx)
+			var addrs []string
+			for _, s := range servers {
+				addrs = append(addrs, s.Addr)
+			}
+			tm := newTelemetry(t)
+			b, err := engine.New(addrs, append(append([]api.Option{api.WithMasterTimeout(2 * time.Second)}, c.opts...), tm.opts...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			// B has read every master and counts their votes (past the
+			// first quarantine of these new servers, when it is on).
+			waitGauges := func(name string, want float64, n int, within time.Duration) bool {
+				for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+					k := 0
+					for _, v := range masterGauges(t, tm, name) {
+						if v == want {
+							k++
+						}
+					}
+					if k >= n {
+						return true
+					}
+				}
+				return false
+			}
+			if !waitGauges("redlock.master.reachable", 1, 3, 10*time.Second) || !waitGauges("redlock.master.quarantined", 0, 3, 10*time.Second) {
+				t.Fatalf("B never came to count every master's vote: %v", masterGauges(t, tm, "redlock.master.quarantined"))
+			}
+			for _, s := range servers[:2] {
+				before, after := evictAllAtOnce(t, s)
+				if _, held := s.Get(t, "orders"); held || before == after {
+					t.Fatalf("%s: the lock's key held %v after the flip, evicted_keys %s then %s", s.Addr, held, before, after)
+				}
+			}
+			// B's next check of the two masters (one interval at most)
+			// keeps them from voting. Before the fix nothing came of it:
+			// the wait runs out, and B is asked anyway.
+			waitGauges("redlock.master.quarantined", 1, 2, 3*time.Second)
+			lb, err := b.TryLock(ctx, "orders")
+			if err == nil {
+				_ = lb.Unlock(ctx)
+				t.Fatalf("two holders of %q: A (%v of validity left) and B, granted by two masters that evicted A's key between two checks", "orders", time.Until(la.Until()).Round(time.Second))
+			}
+			// The outcome is certain once two of three refuse to vote. With
+			// the quarantine on, a check that came since finds the count
+			// unchanged, and the masters sit out the period in quarantine.
+			n := unsafeAnswers(err, "evicted_keys")
+			if c.name == "quarantine" {
+				n += quarantinedAnswers(err)
+			}
+			if !errors.Is(err, api.ErrQuorumUnreachable) || n < 2 {
+				t.Fatalf("B: %v\nwant ErrQuorumUnreachable, with at least two answers an ErrUnsafeMaster naming evicted_keys (or, quarantine on, ErrQuarantined)", err)
+			}
+		})
 	}
 }
