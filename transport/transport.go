@@ -268,6 +268,14 @@ type ServerInfo struct {
 	// can drop a lock's key while the lock is held, so the engine does not
 	// count such a master's votes.
 	Eviction string
+	// Evicted is how many keys the master has evicted since the process
+	// started (for Redis: evicted_keys, INFO stats), 0 when it cannot
+	// tell. The engine treats any change between two reads of the same
+	// process (the same RunID) as keys dropped, a held lock's key maybe
+	// among them: a master switched to an evicting policy and back between
+	// two reads shows no Eviction in either, but its count moved. A
+	// decrease counts too (CONFIG RESETSTAT zeroes the count).
+	Evicted uint64
 }
 
 // ServerReporter is an optional interface: a transport that can say which
@@ -277,7 +285,7 @@ type ServerInfo struct {
 // for it. Its two methods only work together, so they are one interface.
 //
 // ServerInfo reports the master's run id and uptime, and whether it
-// replicates another server or evicts keys. The engine reads it also with
+// replicates another server, evicts keys, or has evicted some. The engine reads it also with
 // the quarantine off, to keep one server listed twice, a replica and an
 // evicting master from voting; a master whose ServerInfo fails does not
 // vote (api.ErrUnsafeMaster with the quarantine off), so a transport that

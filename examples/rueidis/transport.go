@@ -243,9 +243,9 @@ func (t *Transport) Close() error {
 	return nil
 }
 
-// ServerInfo reads run_id and uptime_in_seconds, the role and the eviction
-// settings from INFO's default sections (one INFO with several section
-// names needs Redis 7).
+// ServerInfo reads run_id and uptime_in_seconds, the role, the eviction
+// settings and evicted_keys from INFO's default sections (one INFO with
+// several section names needs Redis 7).
 func (t *Transport) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
 	if t.closed.Load() {
 		return transport.ServerInfo{}, t.errClosed
@@ -298,6 +298,12 @@ func parseServerInfo(name, text string) (transport.ServerInfo, error) {
 			maxmemory, _ = strconv.ParseInt(v, 10, 64)
 		case "maxmemory_policy":
 			policy = v
+		case "evicted_keys":
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return info, fmt.Errorf("rueidis %s: INFO: bad evicted_keys %q", name, v)
+			}
+			info.Evicted = n
 		}
 	}
 	if info.RunID == "" || uptime < 0 {

@@ -240,7 +240,11 @@ func TestParseServerInfo(t *testing.T) {
 	if err != nil || info.ReplicaOf != "h:7" || info.Eviction != "maxmemory-policy volatile-lru" {
 		t.Errorf("parse = %+v, %v; want a replica of h:7 that evicts under volatile-lru", info, err)
 	}
-	for _, text := range []string{"run_id:abc\r\n", "uptime_in_seconds:3\r\n", "run_id:abc\r\nuptime_in_seconds:x\r\n"} {
+	info, err = parseServerInfo("m", "run_id:abc\r\nuptime_in_seconds:10\r\n# Stats\r\nevicted_keys:17\r\n")
+	if err != nil || info.Evicted != 17 {
+		t.Errorf("parse = %+v, %v; want 17 keys evicted", info, err)
+	}
+	for _, text := range []string{"run_id:abc\r\n", "uptime_in_seconds:3\r\n", "run_id:abc\r\nuptime_in_seconds:x\r\n", "run_id:abc\r\nuptime_in_seconds:3\r\nevicted_keys:x\r\n"} {
 		if _, err := parseServerInfo("m", text); err == nil {
 			t.Errorf("parse(%q) = nil error, want one", text)
 		}

@@ -144,4 +144,11 @@ func TestParseServerInfo(t *testing.T) {
 	if _, err := parseServerInfo("x", id+"maxmemory:lots\r\n"); err == nil {
 		t.Error("parseServerInfo with maxmemory:lots succeeded")
 	}
+	// evicted_keys, from INFO stats: the engine compares it between reads.
+	if si, err := parseServerInfo("x", id+"# Stats\r\nexpired_keys:3\r\nevicted_keys:17\r\n"); err != nil || si.Evicted != 17 {
+		t.Errorf("evicted_keys:17 = %+v, %v; want Evicted 17", si, err)
+	}
+	if _, err := parseServerInfo("x", id+"evicted_keys:-1\r\n"); err == nil {
+		t.Error("parseServerInfo with evicted_keys:-1 succeeded")
+	}
 }

@@ -605,8 +605,9 @@ func (t *Transport) Ping(ctx context.Context) error {
 	return nil
 }
 
-// ServerInfo reads run_id and uptime_in_seconds, the replication role and
-// the eviction settings from INFO (its default sections: INFO with several
+// ServerInfo reads run_id and uptime_in_seconds, the replication role, the
+// eviction settings and evicted_keys from INFO (its default sections,
+// server, memory, stats and replication among them: INFO with several
 // section names needs Redis 7), on the connection that is current when it
 // is called, like every other call.
 //
@@ -671,6 +672,12 @@ func parseServerInfo(name, info string) (transport.ServerInfo, error) {
 			maxmemory = n
 		case "maxmemory_policy":
 			policy = v
+		case "evicted_keys":
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return si, fmt.Errorf("redis %s: INFO: evicted_keys %q: %w", name, v, err)
+			}
+			si.Evicted = n
 		}
 	}
 	if si.RunID == "" || !haveUptime {

@@ -350,7 +350,10 @@ func (t *Transport) Epoch() uint64 {
 
 // ServerInfo describes the cluster as one server: its run id is the sorted
 // run ids of the masters of the current slot map, its uptime the least of
-// theirs, its Eviction and ReplicaOf the first shard's that has one. A shard that restarted (a new run id) or a new master (a
+// theirs, its Eviction and ReplicaOf the first shard's that has one, its
+// Evicted the sum of theirs (a shard's count that moves moves the sum, and
+// the run id names the same processes only while the shards are the same).
+// A shard that restarted (a new run id) or a new master (a
 // failover, a node added) thus changes the cluster's run id, and the
 // engine's restart quarantine applies to the cluster. It fails if any
 // master cannot be read, or while the cluster is refused (ErrFailoverRisk).
@@ -378,6 +381,7 @@ func (t *Transport) ServerInfo(ctx context.Context) (transport.ServerInfo, error
 		if in.ReplicaOf != "" && si.ReplicaOf == "" {
 			si.ReplicaOf = in.ReplicaOf
 		}
+		si.Evicted += in.Evicted
 	}
 	slices.Sort(ids)
 	si.RunID = "cluster:" + strings.Join(ids, ",")

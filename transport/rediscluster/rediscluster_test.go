@@ -463,3 +463,44 @@ func TestShardRestartMovesEpoch(t *testing.T) {
 		}
 	}
 }
+
+// TestEvictedPerShard: each shard's evicted_keys comes in its ShardInfo,
+// and the cluster's ServerInfo has their sum, so that a count that moves
+// on any shard moves the cluster's (the engine reads a change as keys
+// dropped).
+func TestEvictedPerShard(t *testing.T) {
+	nodes := redistest.StartCluster(t, 2)
+	c := open(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Keys on both shards, then shard 0 evicts all of its own.
+	var ops []transport.Op
+	for i := range 8 {
+		ops = append(ops, transport.Op{Kind: transport.Acquire, Key: fmt.Sprintf("k%d", i), Value: "v", TTL: time.Minute})
+	}
+	res := make([]transport.Result, len(ops))
+	if err := c.Do(ctx, ops, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]string{{"maxmemory-policy", "allkeys-lru"}, {"maxmemory", "1"}, {"maxmemory", "0"}, {"maxmemory-policy", "noeviction"}} {
+		nodes[0].Do(t, nil, "CONFIG", "SET", cmd[0], cmd[1])
+	}
+	want := [2]string{nodes[0].Info(t, "stats", "evicted_keys"), "0"}
+	if want[0] == "0" {
+		t.Fatal("shard 0 evicted nothing")
+	}
+	var sum uint64
+	for i, n := range nodes {
+		si, err := c.ShardInfo(ctx, n.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(si.Evicted); got != want[i] {
+			t.Errorf("shard %d: Evicted %s, want its evicted_keys %s", i, got, want[i])
+		}
+		sum += si.Evicted
+	}
+	if si, err := c.ServerInfo(ctx); err != nil || si.Evicted != sum {
+		t.Errorf("the cluster's ServerInfo: %+v, %v; want Evicted %d, the shards' sum", si, err, sum)
+	}
+}
