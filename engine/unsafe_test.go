@@ -186,3 +186,129 @@ func TestMasterVotingGauge(t *testing.T) {
 		wantValue(t, ms, 0, "redlock.master.quarantined")
 	})
 }
+
+// evictedCount is an in-memory master whose ServerInfo reports evicted
+// as its evicted_keys, and no eviction policy: a Redis master switched to
+// an evicting policy and back between two of the engine's reads.
+type evictedCount struct {
+	transport.Transport
+	evicted *atomic.Uint64
+}
+
+func (t evictedCount) Name() string  { return t.Transport.(transport.Namer).Name() }
+func (t evictedCount) Epoch() uint64 { return t.Transport.(transport.ServerReporter).Epoch() }
+func (t evictedCount) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
+	si, err := t.Transport.(transport.ServerReporter).ServerInfo(ctx)
+	si.Evicted = t.evicted.Load()
+	return si, err
+}
+
+// evictedShard is evictedCount as a master of one shard (a Redis Cluster
+// of one master), which the engine vets per shard.
+type evictedShard struct{ evictedCount }
+
+func (t evictedShard) DoServed(ctx context.Context, ops []transport.Op, res []transport.Result, served []transport.Served) error {
+	e := t.Epoch()
+	err := t.Do(ctx, ops, res)
+	if t.Epoch() != e {
+		e = transport.Unvetted
+	}
+	for i := range served {
+		served[i] = transport.Served{Shard: "s0", Epoch: e}
+	}
+	return err
+}
+func (t evictedShard) ShardNames() []string     { return []string{"s0"} }
+func (t evictedShard) Handoffs(string) uint64   { return 0 }
+func (t evictedShard) ShardEpoch(string) uint64 { return t.Epoch() }
+func (t evictedShard) ShardInfo(ctx context.Context, _ string) (transport.ServerInfo, error) {
+	return t.ServerInfo(ctx)
+}
+
+// A master whose evicted_keys moved between two reads has dropped keys, a
+// held lock's maybe among them, though neither read saw an eviction
+// policy: with the quarantine on it sits out a period from the read that
+// saw the change, as a master seen evicting does; with it off it does not
+// vote on that read's word, and votes again at the next read that finds
+// the count unchanged (the limit README states). A decrease (CONFIG
+// RESETSTAT) counts too. Whole masters and shards alike.
+func TestMasterThatEvictedSitsOut(t *testing.T) {
+	for _, sharded := range []bool{false, true} {
+		for _, quarantine := range []bool{true, false} {
+			name := map[bool]string{false: "server", true: "shard"}[sharded] + "/" + map[bool]string{true: "quarantine", false: "no-quarantine"}[quarantine]
+			t.Run(name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) { testEvictedSitsOut(t, sharded, quarantine) })
+			})
+		}
+	}
+}
+
+func testEvictedSitsOut(t *testing.T, sharded, quarantine bool) {
+	const period = 5 * time.Second // the check interval is 1s
+	var evicted atomic.Uint64
+	evicted.Store(7) // keys evicted before the engine's first read count for nothing
+	var ts []transport.Transport
+	for _, name := range []string{"a", "b", "c"} {
+		m := evictedCount{memory.NewNamed(name).Transport(), &evicted}
+		if sharded {
+			ts = append(ts, evictedShard{m})
+		} else {
+			ts = append(ts, m)
+		}
+	}
+	opts := []api.Option{api.WithTTL(period), api.WithRestartQuarantine(period)}
+	if !quarantine {
+		opts = []api.Option{api.WithoutRestartQuarantine()}
+	}
+	e, err := engine.NewWithTransports(ts, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	try := func() error {
+		l, err := e.TryLock(ctx, "k")
+		if err == nil {
+			_ = l.Unlock(ctx)
+		}
+		return err
+	}
+	if quarantine {
+		time.Sleep(period) // fresh masters sit out a period
+	}
+	if err := try(); err != nil {
+		t.Fatalf("with evicted_keys unchanged since the first read: %v", err)
+	}
+	for _, drop := range []uint64{9, 0} { // evictions, then CONFIG RESETSTAT
+		evicted.Store(drop)
+		changed := time.Now()
+		time.Sleep(1100 * time.Millisecond) // a check has read it
+		if err := try(); !errors.Is(err, api.ErrQuorumUnreachable) || unsafeAnswers(err, "evicted_keys") < 2 {
+			t.Fatalf("evicted_keys moved to %d since the last read: %v, want ErrQuorumUnreachable with ErrUnsafeMaster answers naming evicted_keys", drop, err)
+		}
+		time.Sleep(1100 * time.Millisecond) // a check found it unchanged
+		err := try()
+		if !quarantine {
+			if err != nil {
+				t.Fatalf("quarantine off, a check after the one that saw evicted_keys move: %v, want the masters voting again", err)
+			}
+			continue
+		}
+		var ae *api.Error
+		quarantined := 0
+		if errors.As(err, &ae) {
+			for _, m := range ae.Masters {
+				if errors.Is(m.Err, api.ErrQuarantined) {
+					quarantined++
+				}
+			}
+		}
+		if quarantined < 2 {
+			t.Fatalf("evicted_keys unchanged again, within a period of the change: %v, want the masters in quarantine", err)
+		}
+		time.Sleep(period - time.Since(changed) + 1100*time.Millisecond)
+		if err := try(); err != nil {
+			t.Fatalf("a period after evicted_keys moved: %v", err)
+		}
+	}
+}
