@@ -46,8 +46,9 @@ type quarantine struct {
 	vettedAt uint64    // the epoch the last info was read in
 	started  time.Time // when the master process started (never later than true)
 	runID    string
-	unsafe   error // why the master's configuration keeps it from voting (unsafeOf), nil if nothing does
-	checkErr error // why the last read of the master's info failed, nil if it did not
+	evicted  uint64 // the evicted count of the process runID, as last read
+	unsafe   error  // why the master's configuration keeps it from voting (unsafeOf), nil if nothing does
+	checkErr error  // why the last read of the master's info failed, nil if it did not
 	fetching bool
 	parked   []*batch // results waiting for the info read that vets them
 	cancel   scheduler.CancelFunc
@@ -157,14 +158,15 @@ func (q *quarantine) learn(n *node, r *infoResult) {
 			"old_run_id", q.runID, "run_id", r.info.RunID, "uptime", r.info.Uptime,
 			"votes_again_in", time.Until(started.Add(q.period)).Round(time.Millisecond))
 	}
-	unsafe := unsafeOf(r.info)
+	unsafe := unsafeOf(r.info, q.runID, q.evicted)
 	if unsafe != nil {
-		// It may be dropping keys now; once it stops, it may lack keys of
-		// locks still valid, as a restarted master does. So it sits out a
-		// period from the last time it was seen unsafe.
+		// It may be dropping keys now, or has dropped some; once it
+		// stops, it may lack keys of locks still valid, as a restarted
+		// master does. So it sits out a period from the last time it was
+		// seen unsafe.
 		started = r.at
 	}
-	q.runID, q.started = r.info.RunID, started
+	q.runID, q.started, q.evicted = r.info.RunID, started, r.info.Evicted
 	q.setUnsafe(unsafe)
 	n.m.learned(n.index, q.votesAt(started), unsafe != nil)
 	q.twins.set(q.index, r.info.RunID)
@@ -316,15 +318,29 @@ var noQuarantineEnd = time.Unix(0, 0)
 
 // unsafeOf is why a master whose info is si must not vote whatever its
 // uptime, or nil: its configuration can drop a lock's key while the lock is
-// held, which a quarantine cannot make up for.
-func unsafeOf(si transport.ServerInfo) error {
+// held, which a quarantine cannot make up for; or it has dropped keys since
+// the read before, of process runID ("" for none) that had evicted keys
+// evicted.
+//
+// Any change of the evicted count of one process counts: a master switched
+// to an evicting policy and back between two reads shows no policy to
+// either, only its count that moved; and CONFIG RESETSTAT zeroes the count,
+// so a decrease may hide evictions since. (A reset followed by as many
+// evictions as were counted before, between two reads, goes unseen.) A
+// count read first, or of another process, says nothing of our keys: a
+// restart is the quarantine's business.
+func unsafeOf(si transport.ServerInfo, runID string, evicted uint64) error {
 	switch {
 	case si.ReplicaOf != "":
 		return fmt.Errorf("%w: it is a replica of %s, whose expiries and deletes remove keys set on it (its votes would be its master's, counted again); list independent masters (REPLICAOF NO ONE makes it one)", api.ErrUnsafeMaster, si.ReplicaOf)
 	case si.Eviction != "":
 		return fmt.Errorf("%w: it evicts keys to stay under its memory limit (%s), a held lock's key among them, which lets a second holder in; set maxmemory-policy noeviction (CONFIG SET maxmemory-policy noeviction) or no maxmemory", api.ErrUnsafeMaster, si.Eviction)
+	case runID == "" || si.RunID != runID || si.Evicted == evicted:
+		return nil
+	case si.Evicted < evicted:
+		return fmt.Errorf("%w: its evicted_keys went down from %d to %d since it was last read (CONFIG RESETSTAT), so keys may have been evicted meanwhile, a held lock's among them; keep maxmemory-policy noeviction", api.ErrUnsafeMaster, evicted, si.Evicted)
 	}
-	return nil
+	return fmt.Errorf("%w: it evicted %d keys since it was last read (evicted_keys %d, then %d), a held lock's maybe among them, though no read saw an evicting policy (switched to one and back in between); keep maxmemory-policy noeviction", api.ErrUnsafeMaster, si.Evicted-evicted, evicted, si.Evicted)
 }
 
 // setUnsafe records why the master's configuration keeps it from voting,
@@ -332,9 +348,9 @@ func unsafeOf(si transport.ServerInfo) error {
 func (q *quarantine) setUnsafe(err error) {
 	if (err == nil) != (q.unsafe == nil) || (err != nil && err.Error() != q.unsafe.Error()) {
 		if err != nil {
-			q.logger.Error("redlock: master does not vote: its configuration can drop lock keys", "master", q.name, "error", err)
+			q.logger.Error("redlock: master does not vote: its configuration can drop lock keys, or it dropped some", "master", q.name, "error", err)
 		} else {
-			q.logger.Warn("redlock: master votes again: its configuration no longer drops lock keys", "master", q.name)
+			q.logger.Warn("redlock: master votes again: its configuration no longer drops lock keys, and it dropped none since the last read", "master", q.name)
 		}
 	}
 	q.unsafe = err

@@ -65,8 +65,9 @@ type shardProc struct {
 	vettedAt uint64
 	started  time.Time
 	runID    string
-	readErr  error // the last read's error, nil once one succeeds
-	unsafe   error // why the shard's configuration keeps it from voting (unsafeOf), nil if nothing does
+	evicted  uint64 // the evicted count of the process runID, as last read
+	readErr  error  // the last read's error, nil once one succeeds
+	unsafe   error  // why the shard's configuration keeps it from voting (unsafeOf), nil if nothing does
 	fetching bool
 	gen      uint64 // counts reads started
 	name     string
@@ -192,9 +193,9 @@ func (s *shards) learn(q *quarantine, n *node, r *infoResult) {
 			}
 			p.handoffs = max(p.handoffs, r.handoffs)
 		}
-		u := unsafeOf(r.info)
+		u := unsafeOf(r.info, p.runID, p.evicted)
 		if u != nil && p.unsafe == nil {
-			q.logger.Error("redlock: a shard of this master does not vote: its configuration can drop lock keys", "master", q.name, "shard", r.shard, "error", u)
+			q.logger.Error("redlock: a shard of this master does not vote: its configuration can drop lock keys, or it dropped some", "master", q.name, "shard", r.shard, "error", u)
 		}
 		if p.unsafe = u; u != nil {
 			// As for a whole master (quarantine.learn): a period from
@@ -206,7 +207,7 @@ func (s *shards) learn(q *quarantine, n *node, r *infoResult) {
 				"old_run_id", p.runID, "run_id", r.info.RunID, "uptime", r.info.Uptime,
 				"votes_again_in", time.Until(started.Add(q.period)).Round(time.Millisecond))
 		}
-		p.runID, p.started, p.readErr = r.info.RunID, started, nil
+		p.runID, p.started, p.evicted, p.readErr = r.info.RunID, started, r.info.Evicted, nil
 		if s.r.ShardEpoch(r.shard) != r.epoch {
 			// Reconnected while reading: the reply vouches for no epoch.
 			p.vetted = false
