@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -96,5 +97,45 @@ func TestStatusClusterShardQuarantine(t *testing.T) {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("no %q in\n%s", want, r.stdout)
 		}
+	}
+}
+
+// TestStatusClusterProbesEveryShard: as for a single master, a cluster
+// counts as a vote only if every shard can hold a lock's key: each shard
+// is sent a probe key of its own slots (SET NX, then its release). A shard
+// full under noeviction answers PING and INFO but refuses every SET (OOM),
+// so the cluster cannot grant locks on the keys of its slots.
+func TestStatusClusterProbesEveryShard(t *testing.T) {
+	c := redistest.StartCluster(t, 2)
+	c[1].Do(t, nil, "CONFIG", "SET", "maxmemory", "1")       // noeviction: every SET is OOM
+	addr := "redis+cluster://" + c[0].Addr + ";" + c[1].Addr // one master, two seeds
+	r := redlock(t, nil, "status", "--nodes", addr, "--quarantine", "0", "--json")
+	var rep struct {
+		Healthy bool
+		Masters []struct {
+			Votes    bool
+			Writable *bool
+			Shards   []map[string]any
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || len(rep.Masters) != 1 {
+		t.Fatalf("exit %d, %v:\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	m := rep.Masters[0]
+	if r.code != 1 || rep.Healthy || m.Votes || m.Writable == nil || *m.Writable {
+		t.Fatalf("exit %d, %+v: the cluster counted as a vote with shard %s refusing every SET (OOM); want it not writable, not voting, exit 1\n%s", r.code, m, c[1].Addr, r.stdout)
+	}
+	for _, sh := range m.Shards {
+		full := sh["addr"] == c[1].Addr
+		if sh["writable"] != !full || sh["votes"] != !full || full != strings.Contains(sh["error"].(string), "OOM") {
+			t.Errorf("shard %v: writable %v, votes %v, error %q; want writable and voting %v, and an OOM error only if not", sh["addr"], sh["writable"], sh["votes"], sh["error"], !full)
+		}
+	}
+	if n := c[0].DBSize(t); n != 0 {
+		t.Errorf("the writable shard keeps %d keys after the probe: %v", n, c[0].Keys(t, "*"))
+	}
+	r = redlock(t, nil, "status", "--nodes", addr, "--quarantine", "0")
+	if !strings.Contains(r.stdout, "shard "+c[1].Addr+": reachable yes") || !strings.Contains(r.stdout, "OOM") {
+		t.Errorf("the table does not say shard %s refuses SET:\n%s", c[1].Addr, r.stdout)
 	}
 }
