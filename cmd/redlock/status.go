@@ -50,7 +50,8 @@ master that is a replica, or evicts keys under a memory limit (maxmemory with a
 policy other than noeviction), does not vote either, and one that refuses to set
 and delete a probe key of its own (redlock-status:..., full under noeviction, a
 read-only replica, an ACL without SET) cannot grant a lock; the ERROR column
-says which. Then whether the quorum is healthy: at least N/2+1 masters can
+says which. A Redis Cluster master gets a row per shard, and each shard a probe
+key of its own slots: the cluster votes only if every shard can hold a lock. Then whether the quorum is healthy: at least N/2+1 masters can
 vote, so locks can be granted.
 
 --quarantine should be what the lock takers use: their largest --ttl (10s by
@@ -141,9 +142,11 @@ type masterStatus struct {
 	// (a replica, or an eviction policy under a memory limit); the engine
 	// counts no vote from it.
 	Unsafe string `json:"unsafe,omitempty"`
-	// Writable: whether a probe key could be set and deleted (not tried on
-	// Redis Cluster masters: absent); a master that refuses SET (OOM,
-	// READONLY, NOPERM) cannot grant a lock.
+	// Writable: whether a probe key could be set and deleted (on a Redis
+	// Cluster master: one in each shard's slots, and every one could);
+	// absent when not tried (the master is unreachable, unsafe, or its
+	// INFO unread). A master that refuses SET (OOM, READONLY, NOPERM)
+	// cannot grant a lock.
 	Writable *bool `json:"writable,omitempty"`
 	// Votes: the master counts towards the quorum.
 	Votes bool   `json:"votes"`
@@ -246,7 +249,7 @@ func checkMaster(ctx context.Context, addr string, o statusOptions) masterStatus
 		m.Error = "does not vote: " + m.Unsafe
 		return m
 	}
-	err = probeWrite(ctx, t)
+	err = probeWrite(ctx, t, "")
 	m.Writable = new(err == nil)
 	if err != nil {
 		m.Error = "cannot hold a lock: " + err.Error()
@@ -257,14 +260,27 @@ func checkMaster(ctx context.Context, addr string, o statusOptions) masterStatus
 // probeWrite sets a key of its own, as a lock does (SET NX PX), and deletes
 // it: a master that answers PING and INFO may still refuse every lock (full
 // under noeviction, a read-only replica, an ACL without SET).
-func probeWrite(ctx context.Context, t *redis.Transport) error {
-	val := rand.Text() // unguessable: no lock's value, nor another status's
-	key := "redlock-status:" + val
-	ops := []transport.Op{{Kind: transport.Acquire, Key: key, Value: val, TTL: 5 * time.Second}, {Kind: transport.Release, Key: key, Value: val}}
+func probeWrite(ctx context.Context, t transport.Transport, tag string) error {
+	ops := probeOps(tag)
 	res := make([]transport.Result, len(ops))
 	if err := t.Do(ctx, ops, res); err != nil {
 		return err
 	}
+	return probeResult(res)
+}
+
+// probeOps are a write probe's ops: the SET NX PX of a key of its own, and
+// its release. The key contains tag (a cluster hash tag, "" for none), so
+// that it lands in the tag's slot.
+func probeOps(tag string) []transport.Op {
+	val := rand.Text() // unguessable: no lock's value, nor another status's
+	key := "redlock-status:" + tag + val
+	return []transport.Op{{Kind: transport.Acquire, Key: key, Value: val, TTL: 5 * time.Second}, {Kind: transport.Release, Key: key, Value: val}}
+}
+
+// probeResult is why a write probe's results say the master cannot hold a
+// lock, or nil.
+func probeResult(res []transport.Result) error {
 	for i, r := range res {
 		if r.Err != nil {
 			return r.Err

@@ -8,9 +8,11 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/transport"
 	"github.com/quorumlock/redlock/transport/redis"
 	"github.com/quorumlock/redlock/transport/rediscluster"
 )
@@ -25,18 +27,26 @@ type shardStatus struct {
 	RunID       string  `json:"run_id"`
 	UptimeS     int64   `json:"uptime_s"`
 	Quarantined bool    `json:"quarantined"`
-	Error       string  `json:"error"`
+	// Unsafe, Writable and Votes are a single master's (masterStatus),
+	// for the keys of the shard's slots: Writable is whether a probe key
+	// of one of its slots could be set and deleted.
+	Unsafe   string `json:"unsafe,omitempty"`
+	Writable *bool  `json:"writable,omitempty"`
+	Votes    bool   `json:"votes"`
+	Error    string `json:"error"`
 
 	uptime, votesIn time.Duration
 	known           bool
+	tag             string // a hash tag of the shard's slots ("" if none)
 }
 
 // checkCluster is checkMaster for a redis+cluster:// master: one row for
 // the cluster and one per shard. The engine quarantines each shard on its
 // own: a shard in quarantine does not vote for the keys of its slots, while
 // the others vote for theirs. The cluster's row counts it as a vote only
-// when every shard answers and none is in quarantine, since only then does
-// it vote for every key; it shows the longest quarantine of its shards.
+// when every shard answers, none is in quarantine, none is unsafe and each
+// sets and deletes a probe key of its own slots, since only then does it
+// vote for every key; it shows the longest quarantine of its shards.
 func checkCluster(ctx context.Context, addr string, o statusOptions) masterStatus {
 	cfg, err := rediscluster.ParseAddr(addr)
 	if err != nil {
@@ -64,7 +74,7 @@ func checkCluster(ctx context.Context, addr string, o statusOptions) masterStatu
 	m.Reachable, m.known = true, true
 	var ids []string
 	for i, s := range shards {
-		ss := shardStatus{Addr: s.Addr, Slots: s.Slots, Replicas: s.Replicas, Reachable: s.Reachable}
+		ss := shardStatus{Addr: s.Addr, Slots: s.Slots, Replicas: s.Replicas, Reachable: s.Reachable, tag: s.Tag}
 		m.Replicas += s.Replicas
 		if s.Reachable {
 			ss.RTTMS = math.Round(float64(s.RTT)/1e3) / 1e3
@@ -79,8 +89,17 @@ func checkCluster(ctx context.Context, addr string, o statusOptions) masterStatu
 			if o.Quarantine > 0 && s.Info.Uptime < o.Quarantine {
 				ss.Quarantined, ss.votesIn = true, o.Quarantine-s.Info.Uptime
 			}
-			if s.Info.Eviction != "" && m.Unsafe == "" {
-				m.Unsafe = "shard " + s.Addr + " evicts keys, a held lock's among them: " + s.Info.Eviction + " (CONFIG SET maxmemory-policy noeviction)"
+			switch {
+			case s.Info.ReplicaOf != "":
+				ss.Unsafe = "replica of " + s.Info.ReplicaOf + ": its keys follow its master's"
+			case s.Info.Eviction != "":
+				ss.Unsafe = "evicts keys, a held lock's among them: " + s.Info.Eviction + " (CONFIG SET maxmemory-policy noeviction)"
+			}
+			if ss.Unsafe != "" {
+				ss.Error = "does not vote: " + ss.Unsafe
+				if m.Unsafe == "" {
+					m.Unsafe = "shard " + s.Addr + " " + ss.Unsafe
+				}
 			}
 			ids = append(ids, s.Info.RunID)
 			if i == 0 || s.Info.Uptime < m.uptime {
@@ -97,14 +116,67 @@ func checkCluster(ctx context.Context, addr string, o statusOptions) masterStatu
 			m.Quarantined, m.votesIn = true, o.Quarantine-m.uptime
 		}
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		// Refused (replicas without ?allow-failover=true): the engine
 		// counts no vote from it.
 		m.Error, m.known = err.Error(), false
-	} else if m.Unsafe != "" {
+	case m.Unsafe != "":
 		m.Error = "does not vote: " + m.Unsafe
+	case m.known:
+		// As for a single master: each shard must take a key of its own
+		// slots, or the cluster cannot grant locks on those slots' keys.
+		if perr := probeShards(ctx, t, m.Shards); perr != nil {
+			m.Writable, m.Error = new(false), "cannot hold a lock: "+perr.Error()
+		} else {
+			m.Writable = new(true)
+		}
+	}
+	for i := range m.Shards {
+		s := &m.Shards[i]
+		s.Votes = m.known && s.Reachable && s.known && !s.Quarantined && s.Unsafe == "" && s.Writable != nil && *s.Writable
 	}
 	return m
+}
+
+// probeShards sends every shard a write probe (probeWrite) of a key of its
+// own slots, all at once, and records each one's outcome; it returns the
+// first shard's failure, or nil when every shard could hold a lock's key.
+func probeShards(ctx context.Context, t *rediscluster.Transport, shards []shardStatus) error {
+	errs := make([]error, len(shards))
+	var wg sync.WaitGroup
+	for i := range shards {
+		s := &shards[i]
+		if s.tag == "" {
+			continue // it owns no slot, so it holds no lock's key
+		}
+		wg.Go(func() {
+			ops := probeOps(s.tag)
+			res := make([]transport.Result, len(ops))
+			served := make([]transport.Served, len(ops))
+			err := t.DoServed(ctx, ops, res, served)
+			switch {
+			case served[0].Shard != "" && served[0].Shard != s.Addr:
+				// The slot moved meanwhile: the probe says nothing of
+				// this shard.
+				err = fmt.Errorf("a probe key of its slots went to %s (the slot map changed)", served[0].Shard)
+			case err == nil:
+				err = probeResult(res)
+			}
+			s.Writable = new(err == nil)
+			if err != nil {
+				s.Error = "cannot hold a lock: " + err.Error()
+				errs[i] = fmt.Errorf("shard %s: %w", s.Addr, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // printShards prints a cluster master's shards under its row.

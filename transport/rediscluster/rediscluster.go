@@ -174,6 +174,21 @@ func (tp *topo) isMaster(addr string) bool {
 	return ok
 }
 
+// tagOf is a hash tag, "{n}", whose keys hash to a slot that master m of
+// tp owns, or "" when it owns none. (The tags {0} to {109757} cover every
+// slot.)
+func (tp *topo) tagOf(m int) string {
+	if tp.slots[m] == 0 {
+		return ""
+	}
+	for n := range 1 << 20 {
+		if tag := strconv.Itoa(n); tp.owner[Slot(tag)] == int16(m) {
+			return "{" + tag + "}"
+		}
+	}
+	return ""
+}
+
 func (tp *topo) replicaCount() int {
 	n := 0
 	for _, r := range tp.replicas {
@@ -1168,6 +1183,10 @@ type ShardStatus struct {
 	// Info is its run id and uptime (when Err is nil).
 	Info transport.ServerInfo
 	Err  error
+	// Tag is a hash tag ("{n}") whose keys hash to a slot the master
+	// owns in this slot map, "" when it owns none: a key that contains it
+	// goes to this master (while the map holds), as a probe must.
+	Tag string
 }
 
 // Shards reads the slot map (waiting, within ctx, for the first one) and
@@ -1189,7 +1208,7 @@ func (t *Transport) Shards(ctx context.Context) ([]ShardStatus, error) {
 	out := make([]ShardStatus, len(tp.masters))
 	var wg sync.WaitGroup
 	for i, m := range tp.masters {
-		out[i] = ShardStatus{Addr: m, Slots: tp.slots[i], Replicas: tp.replicas[m]}
+		out[i] = ShardStatus{Addr: m, Slots: tp.slots[i], Replicas: tp.replicas[m], Tag: tp.tagOf(i)}
 		n, err := t.node(m)
 		if err != nil {
 			out[i].Err = err
