@@ -906,6 +906,28 @@ func TestTLS(t *testing.T) {
 	}
 }
 
+// A rediss:// address of a plain (non-TLS) port: redis-server takes the
+// TLS ClientHello for the start of an inline command and waits for its
+// end, so the handshake never completes. The error must say what likely
+// went wrong, not only that a deadline passed.
+func TestTLSToPlainPort(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	ctx := ctxTimeout(t, 5*time.Second)
+	start := time.Now()
+	_, err := Dial(ctx, Config{Addr: "rediss://" + s.Addr, DialTimeout: 300 * time.Millisecond})
+	if err == nil {
+		t.Fatal("a TLS Dial to a plain redis-server succeeded")
+	}
+	if !errors.Is(err, transport.ErrUnavailable) {
+		t.Errorf("Dial: %v, want it to wrap ErrUnavailable", err)
+	}
+	for _, want := range []string{"TLS handshake with " + s.Addr + " did not complete", "is the server listening for TLS?", "redis:// for a plain port"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Dial with rediss:// to a plain port, after %v: %v\nwant it to say %q", time.Since(start).Round(time.Millisecond), err, want)
+		}
+	}
+}
+
 func TestNameAndMismatchedLengths(t *testing.T) {
 	tr, err := New(Config{Addr: "redis://localhost:1/2"})
 	if err != nil {
