@@ -20,12 +20,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -195,6 +197,9 @@ type Transport struct {
 
 	firstDone chan struct{} // closed after the first connection attempt
 	firstErr  error         // its error; written before firstDone is closed
+	// handshaking is set while a dial is connected and in its TLS
+	// handshake, so that a Dial whose ctx ends then can say so.
+	handshaking atomic.Bool
 
 	mu      sync.Mutex
 	closed  bool
@@ -254,7 +259,7 @@ func New(cfg Config) (*Transport, error) {
 		if tc.ServerName == "" {
 			tc.ServerName = r.serverName
 		}
-		t.netDialer = &tls.Dialer{NetDialer: nd, Config: tc}
+		t.netDialer = tlsDialer{nd: nd, cfg: tc, handshaking: &t.handshaking}
 	}
 	t.loopCtx, t.loopCancel = context.WithCancel(context.Background())
 	go t.connectLoop()
@@ -276,8 +281,12 @@ func Dial(ctx context.Context, cfg Config) (*Transport, error) {
 		}
 		return t, nil
 	case <-ctx.Done():
+		err := ctx.Err()
+		if t.handshaking.Load() {
+			err = handshakeErr(t.name, err)
+		}
 		t.Close()
-		return nil, fmt.Errorf("%w: redis %s: dial: %w", transport.ErrUnavailable, t.name, ctx.Err())
+		return nil, fmt.Errorf("%w: redis %s: dial: %w", transport.ErrUnavailable, t.name, err)
 	}
 }
 
@@ -442,6 +451,49 @@ func (t *Transport) broken(cs *connState, reason error) {
 	}
 	t.mu.Unlock()
 	close(cs.brokenCh)
+}
+
+// tlsDialer connects over TCP and then does the TLS handshake itself (where
+// tls.Dialer does both), so that a handshake that does not complete can be
+// told from a connection that could not be made: a rediss:// address of a
+// plain port connects, and then redis-server, which takes the ClientHello
+// for the start of an inline command, waits for its end in silence until
+// the dial's deadline passes, which alone says nothing.
+type tlsDialer struct {
+	nd          *net.Dialer
+	cfg         *tls.Config  // its ServerName set
+	handshaking *atomic.Bool // set during the handshake
+}
+
+func (d tlsDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	raw, err := d.nd.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	c := tls.Client(raw, d.cfg)
+	d.handshaking.Store(true)
+	err = c.HandshakeContext(ctx)
+	d.handshaking.Store(false)
+	if err != nil {
+		raw.Close()
+		return nil, handshakeErr(addr, err)
+	}
+	return c, nil
+}
+
+// handshakeErr describes a TLS handshake with addr that failed with err.
+// A server that never answered the ClientHello, closed or reset the
+// connection on it, or answered with something other than TLS, is most
+// likely no TLS server at all: say so, and what to use instead. (A
+// certificate that does not verify is a TLS server's answer, and its
+// error says so itself.)
+func handshakeErr(addr string, err error) error {
+	var rh tls.RecordHeaderError
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.As(err, &rh) {
+		return fmt.Errorf("TLS handshake with %s did not complete: is the server listening for TLS? use redis:// for a plain port: %w", addr, err)
+	}
+	return fmt.Errorf("TLS handshake with %s: %w", addr, err)
 }
 
 // hookDialer wraps the net.Conn so that a connection closed anywhere marks
