@@ -306,3 +306,30 @@ func TestEngine(t *testing.T) {
 	refused("TryLock of a key held by TryLockAll", err)
 	must(nil, all.Unlock(ctx))
 }
+
+// A master's error reply is marked as one (transport.ErrReply), for an op
+// and for INFO, so that the engine says the master refused the command
+// rather than that it did not answer, and keeps a master that refuses INFO
+// counted as reachable. An ACL user without SET and scripting, and one
+// without INFO, get error replies; a master that is down does not.
+func TestErrorRepliesMarked(t *testing.T) {
+	s := startRedis(t)
+	s.do("ACL", "SETUSER", "noset", "on", ">pw", "~*", "+@all", "-set", "-@scripting")
+	s.do("ACL", "SETUSER", "noinfo", "on", ">pw", "~*", "+@all", "-info")
+
+	tr := newTransport(t, Config{Addr: s.Addr, Username: "noset", Password: "pw"})
+	r := do(t, tr, acq("k", "v"))[0]
+	if !errors.Is(r.Err, transport.ErrReply) {
+		t.Errorf("acquire by a user without SET: %v, want an error marked transport.ErrReply", r.Err)
+	}
+
+	tr = newTransport(t, Config{Addr: s.Addr, Username: "noinfo", Password: "pw"})
+	if _, err := tr.ServerInfo(t.Context()); !errors.Is(err, transport.ErrReply) {
+		t.Errorf("INFO by a user without INFO: %v, want an error marked transport.ErrReply", err)
+	}
+
+	tr = newTransport(t, Config{Addr: freeAddr(t), DialTimeout: 200 * time.Millisecond})
+	if _, err := tr.ServerInfo(t.Context()); err == nil || errors.Is(err, transport.ErrReply) {
+		t.Errorf("INFO from a master that is down: %v, want an error not marked transport.ErrReply", err)
+	}
+}
