@@ -256,7 +256,13 @@ func (t *Transport) result(op *transport.Op, r rueidis.RedisResult) transport.Re
 	return t.opErr(op, errUnexpected)
 }
 
+// opErr is op's Result for err; a master's error reply is marked as one
+// (transport.Reply), so the engine says that the master refused the
+// command, not that it did not answer.
 func (t *Transport) opErr(op *transport.Op, err error) transport.Result {
+	if _, ok := rueidis.IsRedisErr(err); ok {
+		err = transport.Reply(err)
+	}
 	return transport.Result{Err: fmt.Errorf("rueidis %s: %s %q: %w", t.name, op.Kind, op.Key, err)}
 }
 

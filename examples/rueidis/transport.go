@@ -263,6 +263,11 @@ func (t *Transport) ServerInfo(ctx context.Context) (transport.ServerInfo, error
 	}
 	text, err := r.ToString()
 	if err != nil {
+		if _, ok := rueidis.IsRedisErr(err); ok {
+			// Refused (an ACL without +info): the master is up, and the
+			// engine shows it reachable, though it cannot vote.
+			err = transport.Reply(err)
+		}
 		return transport.ServerInfo{}, fmt.Errorf("rueidis %s: INFO: %w", t.name, err)
 	}
 	return parseServerInfo(t.name, text)
