@@ -27,7 +27,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -488,9 +487,12 @@ func (d tlsDialer) DialContext(ctx context.Context, network, addr string) (net.C
 // certificate that does not verify is a TLS server's answer, and its
 // error says so itself.)
 func handshakeErr(addr string, err error) error {
-	var rh tls.RecordHeaderError
+	var (
+		rh tls.RecordHeaderError
+		op *net.OpError // a reset or broken pipe (syscall.ECONNRESET is not on every platform)
+	)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, io.EOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.As(err, &rh) {
+		errors.As(err, &op) || errors.As(err, &rh) {
 		return fmt.Errorf("TLS handshake with %s did not complete: is the server listening for TLS? use redis:// for a plain port: %w", addr, err)
 	}
 	return fmt.Errorf("TLS handshake with %s: %w", addr, err)
