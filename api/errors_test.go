@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -86,6 +87,38 @@ func TestQuorumUnreachableHeadlineNamesErrorReplies(t *testing.T) {
 			}
 			if errors.Is(tc.err, api.ErrErrorReply) {
 				t.Errorf("errors.Is(%q, ErrErrorReply): a top-level error must not wrap it", got)
+			}
+		})
+	}
+}
+
+// Masters kept from voting (restart quarantine, unsafe for locks) answered
+// too: an ErrQuorumUnreachable they caused says so in its headline, not
+// "too few masters answered in time", alone or beside error replies.
+func TestQuorumUnreachableHeadlineNamesMastersThatMayNotVote(t *testing.T) {
+	quar := api.MasterAnswer{Master: "m", Answer: api.Failed, Err: fmt.Errorf("%w: restarted 2s ago", api.ErrQuarantined)}
+	unsafe := api.MasterAnswer{Master: "m", Answer: api.Failed, Err: fmt.Errorf("%w: it is a replica", api.ErrUnsafeMaster)}
+	reply := api.MasterAnswer{Master: "m", Answer: api.Failed, Err: replyErr(`OOM command not allowed`)}
+	down := api.MasterAnswer{Master: "m", Answer: api.Failed, Err: errors.New("no answer")}
+	pending := api.MasterAnswer{Master: "m"}
+	const stock = "too few masters answered in time"
+	for _, tc := range []struct {
+		name    string
+		masters []api.MasterAnswer
+		want    string
+	}{
+		{"kept", []api.MasterAnswer{quar, unsafe, pending},
+			`quorum unreachable: 2 of 3 masters answered but may not vote (in restart quarantine, or unsafe for locks: see each master's answer)`},
+		{"kept and replies", []api.MasterAnswer{reply, quar, pending},
+			`quorum unreachable: 1 of 3 masters answered with an error reply and 1 may not vote (in restart quarantine, or unsafe for locks) (see each master's answer)`},
+		{"kept and a timeout", []api.MasterAnswer{unsafe, unsafe, down, pending, pending},
+			`quorum unreachable: 2 of 5 masters answered but may not vote (in restart quarantine, or unsafe for locks: see each master's answer), and 1 more failed`},
+		{"timeouts decide", []api.MasterAnswer{quar, down, down, down, pending}, stock},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := &api.Error{Op: "trylock", Key: "k", Err: api.ErrQuorumUnreachable, Masters: tc.masters}
+			if got := err.Error(); !strings.Contains(got, tc.want) || (tc.want != stock && strings.Contains(got, stock)) {
+				t.Errorf("Error() = %q\nwant it to contain %q", got, tc.want)
 			}
 		})
 	}

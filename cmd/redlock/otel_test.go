@@ -266,3 +266,41 @@ func TestRunExplainsNotVoting(t *testing.T) {
 		t.Errorf("stderr does not start %q:\n%s", want, r.stderr)
 	}
 }
+
+// TestRunFailureNamesWhyMastersCouldNotVote: masters that answer at once
+// with an error reply (OOM: full under noeviction), or that may not vote
+// (INFO refused), are up. run's exit-77 message must say what they did, not
+// only "masters unreachable", which sends the reader after the network.
+func TestRunFailureNamesWhyMastersCouldNotVote(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		setup []string // run on each master
+		user  bool     // connect as the ACL user "app"
+		want  string
+	}{
+		{"error replies", []string{"CONFIG", "SET", "maxmemory", "1"}, false,
+			" answering with an error reply (up, and refusing the command: each master's answer says why)"},
+		{"unsafe", []string{"ACL", "SETUSER", "app", "on", ">pw", "~*", "+@all", "-info"}, true,
+			" kept from voting as unsafe for locks (each master's answer says what to change)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			servers, _ := startMasters(t, 3)
+			var nodes []string
+			for _, s := range servers {
+				s.Do(t, nil, c.setup[0], c.setup[1:]...)
+				if c.user {
+					nodes = append(nodes, "redis://app:pw@"+s.Addr)
+				} else {
+					nodes = append(nodes, s.Addr)
+				}
+			}
+			r := redlock(t, nil, "run", "--key", "v", "--nodes", strings.Join(nodes, ","), "--quarantine", "0", "--wait", "0", "--", "echo", "ran")
+			if r.code != exitUnreachable || r.stdout != "" {
+				t.Fatalf("exit %d, stdout %q: want %d and no command", r.code, r.stdout, exitUnreachable)
+			}
+			if !strings.Contains(r.stderr, c.want) || strings.Contains(r.stderr, "masters unreachable") {
+				t.Errorf("stderr does not say %q, or says \"masters unreachable\":\n%s", c.want, r.stderr)
+			}
+		})
+	}
+}
