@@ -19,10 +19,11 @@ var (
 	// ErrQuorumUnreachable: too many masters were down, slow or in
 	// quarantine to form a majority, or answered with an error reply
 	// (ErrErrorReply), so the engine could not decide. This is never
-	// reported for a lock that is merely taken. When error replies kept the
-	// majority out, the message says so in place of "too few masters
-	// answered in time": the masters are up and refused the command, and
-	// each one's answer says why.
+	// reported for a lock that is merely taken. When masters that answered
+	// kept the majority out, with error replies or as kept from voting
+	// (ErrQuarantined, ErrUnsafeMaster), the message says so in place of
+	// "too few masters answered in time": the masters are up, and each
+	// one's answer says why it did not vote.
 	ErrQuorumUnreachable = errors.New("quorum unreachable: too few masters answered in time")
 	// ErrNotHeld: the lock is not (or no longer) held: its validity ran
 	// out, an extension was refused, or it was already released.
@@ -178,37 +179,54 @@ func (e *Error) write(b *strings.Builder) {
 }
 
 // writeSentinel writes err, the sentinel of e or of its last attempt. Its
-// message is the sentinel's, but for an ErrQuorumUnreachable that masters'
-// error replies caused: "too few masters answered in time" would send the
-// reader after a network problem, when the masters answered at once and
-// refused the command.
+// message is the sentinel's, but for an ErrQuorumUnreachable that masters
+// which answered caused, with error replies or as kept from voting (restart
+// quarantine, unsafe for locks): "too few masters answered in time" would
+// send the reader after a network problem, when the masters answered at
+// once.
 func (e *Error) writeSentinel(b *strings.Builder, err error) {
 	if err == ErrQuorumUnreachable {
-		if replies, others := e.errorReplies(); replies > 0 {
+		if replies, kept, others := e.answeredNo(); replies+kept > 0 {
+			first := replies // the error replies, or the masters kept when there are none
+			if replies == 0 {
+				first = kept
+			}
 			b.WriteString("quorum unreachable: ")
-			b.WriteString(strconv.Itoa(replies))
+			b.WriteString(strconv.Itoa(first))
 			b.WriteString(" of ")
 			b.WriteString(strconv.Itoa(len(e.Masters)))
-			b.WriteString(" masters answered with an error reply, not a grant or a refusal")
+			switch {
+			case kept == 0:
+				b.WriteString(" masters answered with an error reply, not a grant or a refusal")
+			case replies == 0:
+				b.WriteString(" masters answered but may not vote (in restart quarantine, or unsafe for locks: see each master's answer)")
+			default:
+				b.WriteString(" masters answered with an error reply and ")
+				b.WriteString(strconv.Itoa(kept))
+				b.WriteString(" may not vote (in restart quarantine, or unsafe for locks)")
+			}
 			if others > 0 {
 				b.WriteString(", and ")
 				b.WriteString(strconv.Itoa(others))
 				b.WriteString(" more failed")
 			}
-			b.WriteString(" (see each master's answer)")
+			if kept == 0 || replies > 0 {
+				b.WriteString(" (see each master's answer)")
+			}
 			return
 		}
 	}
 	b.WriteString(err.Error())
 }
 
-// errorReplies counts the masters that answered with an error reply and
-// the others that failed, when the replies are why no majority decided:
-// the other failures alone would have left room for one (with more of
-// them, too few answered whatever the replies were). It returns 0, 0 when
-// that is not so, and when a majority granted (a grant that came too late,
-// which Detail then tells).
-func (e *Error) errorReplies() (replies, others int) {
+// answeredNo counts the masters that answered with an error reply, those
+// that answered but were kept from voting (ErrQuarantined,
+// ErrUnsafeMaster), and the others that failed, when the first two are why
+// no majority decided: the other failures alone would have left room for
+// one (with more of them, too few answered whatever the rest did). It
+// returns zeros when that is not so, and when a majority granted (a grant
+// that came too late, which Detail then tells).
+func (e *Error) answeredNo() (replies, kept, others int) {
 	n := len(e.Masters)
 	granted := 0
 	for _, m := range e.Masters {
@@ -218,14 +236,16 @@ func (e *Error) errorReplies() (replies, others int) {
 		case m.Answer != Failed:
 		case errors.Is(m.Err, ErrErrorReply):
 			replies++
+		case errors.Is(m.Err, ErrQuarantined) || errors.Is(m.Err, ErrUnsafeMaster):
+			kept++
 		default:
 			others++
 		}
 	}
-	if quorum := n/2 + 1; replies == 0 || granted >= quorum || others > n-quorum {
-		return 0, 0
+	if quorum := n/2 + 1; replies+kept == 0 || granted >= quorum || others > n-quorum {
+		return 0, 0, 0
 	}
-	return replies, others
+	return replies, kept, others
 }
 
 // Unwrap lets errors.Is and errors.As see the sentinel and, for an

@@ -59,3 +59,23 @@ func quarantined(err error) (n, unheard int) {
 	}
 	return n, unheard
 }
+
+// refusing counts the masters that answered err's last attempt with an
+// error reply (api.ErrErrorReply: OOM, NOPERM...) and those kept from
+// voting as unsafe for locks (api.ErrUnsafeMaster: a replica, an evicting
+// master, INFO refused).
+func refusing(err error) (replies, unsafe int) {
+	var ae *api.Error
+	if !errors.As(err, &ae) {
+		return 0, 0
+	}
+	for _, m := range ae.Masters {
+		switch {
+		case errors.Is(m.Err, api.ErrErrorReply):
+			replies++
+		case errors.Is(m.Err, api.ErrUnsafeMaster):
+			unsafe++
+		}
+	}
+	return replies, unsafe
+}

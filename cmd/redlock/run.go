@@ -36,7 +36,7 @@ func init() { register(newRunCmd) }
 const (
 	exitNotAcquired = 75  // the lock is taken: another owner holds it (EX_TEMPFAIL)
 	exitLost        = 76  // the lock was lost while the command ran; the command was stopped
-	exitUnreachable = 77  // too few masters answered (down, slow or in restart quarantine)
+	exitUnreachable = 77  // too few masters could vote (down, slow, in restart quarantine, refusing, unsafe)
 	exitCannotExec  = 126 // the command was found but could not be started (as in sh)
 	exitNotFound    = 127 // the command was not found (as in sh)
 )
@@ -140,8 +140,8 @@ Exit status:
   the command's    its own status, or 128+n when it was killed by signal n
   75               not acquired: the lock is taken (another owner holds it)
   76               the lock was lost while the command ran; it was stopped
-  77               not acquired: too few masters answered (down, slow, or in
-                   restart quarantine)
+  77               not acquired: too few masters could vote (down, slow, in
+                   restart quarantine, refusing the commands, or unsafe)
   126, 127         the command could not be started, or was not found
   128+n            interrupted by signal n while waiting for the lock
   2                usage or setup error (a bad flag or value, a bad address)
@@ -487,15 +487,30 @@ func lockFailure(eng *engine.Engine, o runOptions, err error) error {
 		return &exitError{code: exitNotAcquired, err: fmt.Errorf(
 			"not acquired: the lock %q is taken: another owner holds it (%s): %s", o.Key, waited, msg)}
 	case errors.Is(err, api.ErrQuorumUnreachable):
+		// Masters that answered and did not vote are up: say what they
+		// did, not that they are unreachable, which sends the reader
+		// after the network.
 		why := fmt.Sprintf("fewer than %d of the %d masters could vote", q, n)
-		if k, unheard := quarantined(err); k > 0 {
+		k, unheard := quarantined(err)
+		replies, unsafe := refusing(err)
+		if k > 0 {
 			why += fmt.Sprintf(", %d being in restart quarantine (restarted less than the quarantine period ago; see redlock status)", k)
+		}
+		if replies > 0 {
+			why += fmt.Sprintf(", %d answering with an error reply (up, and refusing the command: each master's answer says why)", replies)
+		}
+		if unsafe > 0 {
+			why += fmt.Sprintf(", %d kept from voting as unsafe for locks (each master's answer says what to change)", unsafe)
+		}
+		head := "masters unreachable"
+		if k+replies+unsafe > 0 {
+			head = "masters did not vote"
 			if unheard > 0 {
 				why += fmt.Sprintf(" and %d more that had not answered when the attempt ended", unheard)
 			}
 		}
 		return &exitError{code: exitUnreachable, err: fmt.Errorf(
-			"not acquired: masters unreachable: %s (%s): %s", why, waited, msg)}
+			"not acquired: %s: %s (%s): %s", head, why, waited, msg)}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &exitError{code: exitUnreachable, err: fmt.Errorf(
 			"not acquired: no attempt finished within --wait %v: give a longer --wait: %s", o.Wait, msg)}

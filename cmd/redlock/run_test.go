@@ -443,7 +443,7 @@ func TestRunUnreachable(t *testing.T) {
 		if r.code != exitUnreachable {
 			t.Errorf("exit %d, want %d (unreachable)", r.code, exitUnreachable)
 		}
-		want := "not acquired: masters unreachable: fewer than 3 of the 5 masters could vote, "
+		want := "not acquired: masters did not vote: fewer than 3 of the 5 masters could vote, "
 		if !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "being in restart quarantine") || r.stdout != "" {
 			t.Errorf("stderr does not say %q and restart quarantine (or the command ran):\n%s", want, r.stderr)
 		}
