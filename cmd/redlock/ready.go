@@ -24,7 +24,7 @@ func probe(ctx context.Context, eng lockEngine, log io.Writer) error {
 	announced := false
 	extend := func(err error, waited time.Duration) time.Duration {
 		q := eng.Options().Quarantine
-		n, _ := quarantined(err)
+		n := answersOf(err).quarantined
 		if q.Off || n == 0 {
 			return 0
 		}
@@ -41,41 +41,30 @@ func probe(ctx context.Context, eng lockEngine, log io.Writer) error {
 	return bench.WaitReady(ctx, bench.Engine(eng), probePrefix, 3*time.Second, extend)
 }
 
-// quarantined counts the masters that answered err's last attempt with
-// "in restart quarantine", and those that had not answered when it ended
-// (an attempt ends once a quorum is out of reach, so they may be too).
-func quarantined(err error) (n, unheard int) {
+// answers counts, among the masters that answered err's last attempt
+// without voting, those in restart quarantine, those that answered with an
+// error reply (api.ErrErrorReply: OOM, NOPERM...) and those kept from
+// voting as unsafe for locks (api.ErrUnsafeMaster: a replica, an evicting
+// master, INFO refused); and those that had not answered when it ended (an
+// attempt ends once a quorum is out of reach, so they may be any of these).
+type answers struct{ quarantined, replies, unsafe, unheard int }
+
+func answersOf(err error) (a answers) {
 	var ae *api.Error
 	if !errors.As(err, &ae) {
-		return 0, 0
+		return a
 	}
 	for _, m := range ae.Masters {
 		switch {
 		case errors.Is(m.Err, api.ErrQuarantined):
-			n++
-		case m.Answer == api.NoAnswer:
-			unheard++
-		}
-	}
-	return n, unheard
-}
-
-// refusing counts the masters that answered err's last attempt with an
-// error reply (api.ErrErrorReply: OOM, NOPERM...) and those kept from
-// voting as unsafe for locks (api.ErrUnsafeMaster: a replica, an evicting
-// master, INFO refused).
-func refusing(err error) (replies, unsafe int) {
-	var ae *api.Error
-	if !errors.As(err, &ae) {
-		return 0, 0
-	}
-	for _, m := range ae.Masters {
-		switch {
+			a.quarantined++
 		case errors.Is(m.Err, api.ErrErrorReply):
-			replies++
+			a.replies++
 		case errors.Is(m.Err, api.ErrUnsafeMaster):
-			unsafe++
+			a.unsafe++
+		case m.Answer == api.NoAnswer:
+			a.unheard++
 		}
 	}
-	return replies, unsafe
+	return a
 }

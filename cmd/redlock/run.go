@@ -491,8 +491,8 @@ func lockFailure(eng *engine.Engine, o runOptions, err error) error {
 		// did, not that they are unreachable, which sends the reader
 		// after the network.
 		why := fmt.Sprintf("fewer than %d of the %d masters could vote", q, n)
-		k, unheard := quarantined(err)
-		replies, unsafe := refusing(err)
+		a := answersOf(err)
+		k, replies, unsafe := a.quarantined, a.replies, a.unsafe
 		if k > 0 {
 			why += fmt.Sprintf(", %d being in restart quarantine (restarted less than the quarantine period ago; see redlock status)", k)
 		}
@@ -505,8 +505,8 @@ func lockFailure(eng *engine.Engine, o runOptions, err error) error {
 		head := "masters unreachable"
 		if k+replies+unsafe > 0 {
 			head = "masters did not vote"
-			if unheard > 0 {
-				why += fmt.Sprintf(" and %d more that had not answered when the attempt ended", unheard)
+			if a.unheard > 0 {
+				why += fmt.Sprintf(" and %d more that had not answered when the attempt ended", a.unheard)
 			}
 		}
 		return &exitError{code: exitUnreachable, err: fmt.Errorf(
