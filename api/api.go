@@ -174,6 +174,7 @@ type Lock interface {
 	// still holds it, and moves Until. It fails with ErrNotHeld once Until
 	// has passed, when a majority no longer holds the lock, or when
 	// MaxExtensions is used up; it never re-creates a lock that expired.
+	// After the engine closed it fails with ErrClosed.
 	// When too few masters answered in time (ErrQuorumUnreachable) or ctx
 	// ended, the lock stays as it was, held until Until, and Extend may be
 	// called again. ctx also bounds Extend's wait for an extension of the

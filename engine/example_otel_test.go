@@ -92,6 +92,8 @@ func Example_openTelemetry() {
 	// metric redlock.lock.acquire.duration
 	// metric redlock.lock.held
 	// metric redlock.lock.hold.duration
+	// metric redlock.lock.unlocks
+	// metric redlock.lock.validity
 	// metric redlock.lock.waiters
 	// metric redlock.master.batch.duration
 	// metric redlock.master.batch.size
@@ -101,4 +103,5 @@ func Example_openTelemetry() {
 	// metric redlock.master.quarantine.remaining
 	// metric redlock.master.quarantined
 	// metric redlock.master.reachable
+	// metric redlock.master.voting
 }
