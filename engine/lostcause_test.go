@@ -147,3 +147,41 @@ func TestClosedCallsWrapOneSentinel(t *testing.T) {
 		}
 	})
 }
+
+// Unlock "returns nil when a majority released it, ErrNotHeld when it had
+// already expired or been released". A lock whose validity ran out before
+// Unlock, while its keys are still on the masters (Until comes a drift
+// allowance before the keys' TTL), was released and reported nil: a holder
+// that checks Unlock's result to learn whether its work ran under the lock
+// learned that it did. Unlock must still delete the keys, and say the lock
+// had expired (ErrExpired, an ErrNotHeld).
+func TestUnlockAfterTheLockEndedSaysSo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		masters, ts := memoryMasters(3)
+		e, err := engine.NewWithTransports(ts, api.WithoutRestartQuarantine(), api.WithTTL(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		ctx := context.Background()
+		l, err := e.TryLock(ctx, "overran")
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(l.Until()) + time.Millisecond) // past Until, before the keys' TTL
+		for i, m := range masters {
+			if m.Len() != 1 {
+				t.Fatalf("master %d holds %d keys a moment past Until: the test meant keys still there", i, m.Len())
+			}
+		}
+		err = l.Unlock(ctx)
+		if !errors.Is(err, api.ErrExpired) {
+			t.Errorf("Unlock of a lock whose validity had run out: %v, want ErrExpired (ErrNotHeld)", err)
+		}
+		for i, m := range masters {
+			if n := m.Len(); n != 0 {
+				t.Errorf("master %d holds %d keys after Unlock: an expired lock's keys must be released all the same", i, n)
+			}
+		}
+	})
+}
