@@ -1051,6 +1051,7 @@ func (l *lock) unlock(ctx context.Context) error {
 	// its Err and the metrics say which.
 	l.sig.Lock()
 	l.checkLocked()
+	ended := l.cause // why the lock ended before this Unlock; nil while held
 	l.loseLocked(released)
 	until := l.until
 	l.sig.Unlock()
@@ -1062,6 +1063,15 @@ func (l *lock) unlock(ctx context.Context) error {
 		l.sig.Lock()
 		l.released = true
 		l.sig.Unlock()
+	}
+	if err == nil && errors.Is(ended, api.ErrExpired) {
+		// Its validity ran out before this Unlock, though a majority
+		// still had its keys (Until comes a drift allowance before
+		// their TTL) and released them. The caller's work may have
+		// outrun the lock, so Unlock does not say nil: ErrExpired, as
+		// its doc says.
+		return &api.Error{Op: "unlock", Key: l.key, Err: api.ErrExpired,
+			Detail: "its validity ran out before Unlock; its keys were released"}
 	}
 	return err
 }
