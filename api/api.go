@@ -198,7 +198,8 @@ type Lock interface {
 	// the ctx the work ran under releases the lock even when that ctx has
 	// ended: the release is sent, and Unlock waits for the answers at most
 	// the master timeout; masters that have not answered when the wait
-	// ends are sent it again in the background, as above. While an
+	// ends are sent it again in the background, as above, and Unlock then
+	// returns ctx's error (not that of its own wait). While an
 	// extension of the lock is out (an auto-extension or Extend, which
 	// wait for slow masters up to the master timeout) Unlock waits for it
 	// only as long as ctx allows: when ctx ends first, the lock is given up

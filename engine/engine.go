@@ -1033,6 +1033,7 @@ func (l *lock) unlock(ctx context.Context) error {
 	if l.released {
 		return &api.Error{Op: "unlock", Key: l.key, Err: api.ErrNotHeld, Detail: "it was already released"}
 	}
+	caller := ctx
 	if ctx.Err() != nil {
 		// A deferred Unlock whose work's context ended (a request gone,
 		// a job past its deadline) still means "let go": returning at
@@ -1056,6 +1057,9 @@ func (l *lock) unlock(ctx context.Context) error {
 	until := l.until
 	l.sig.Unlock()
 	err := l.release(ctx, until)
+	if ctx != caller {
+		err = callersCtxErr(err, caller.Err())
+	}
 	// After "unreachable" or a cancelled context the release may not have
 	// landed, so Unlock may be called again; after success or "not held"
 	// there is nothing left to release.
@@ -1072,6 +1076,20 @@ func (l *lock) unlock(ctx context.Context) error {
 		// its doc says.
 		return &api.Error{Op: "unlock", Key: l.key, Err: api.ErrExpired,
 			Detail: "its validity ran out before Unlock; its keys were released"}
+	}
+	return err
+}
+
+// callersCtxErr is err, the release's error under the wait that Unlock
+// gave itself for a ctx that had ended, with cerr, that ctx's error, in
+// place of the wait's own DeadlineExceeded: the caller's ctx is what ended
+// (it may have been cancelled), and an Unlock whose ctx ends on the way
+// reports ctx's error too.
+func callersCtxErr(err, cerr error) error {
+	if ae, ok := err.(*api.Error); ok && ae.Err == context.DeadlineExceeded {
+		c := *ae
+		c.Err = cerr
+		return &c
 	}
 	return err
 }
