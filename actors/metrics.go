@@ -219,6 +219,15 @@ func MetricsOff(mp metric.MeterProvider) bool {
 	return mp == defaultMeterProvider
 }
 
+// refusedBy is the error of a meter provider that refused what the engine
+// asked of it (what), with err: ErrInvalidArgument, as every error of the
+// constructors wraps a sentinel, since the provider is the engine's
+// setting (WithMeterProvider, or the global one) and a second try with it
+// would fail the same way. The provider's error stays in the chain.
+func refusedBy(mp metric.MeterProvider, what string, err error) error {
+	return fmt.Errorf("%w: the meter provider (%T) failed %s (fix it, or pass a no-op provider to turn metrics off): %w", api.ErrInvalidArgument, mp, what, err)
+}
+
 // Scope is the instrumentation scope of the engine's meter and tracer.
 const Scope = "github.com/quorumlock/redlock"
 
@@ -292,7 +301,7 @@ func NewMetrics(mp metric.MeterProvider, names []string) (*Metrics, error) {
 		metric.WithDescription("Lock calls waiting in a key's local line behind another call of this engine"))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("redlock: making the metric instruments: %w", err)
+		return nil, refusedBy(mp, "making the metric instruments", err)
 	}
 
 	for o := range numOutcomes {
@@ -374,7 +383,7 @@ func NewMetrics(mp metric.MeterProvider, names []string) (*Metrics, error) {
 		return nil
 	}, queued, inflight, reachable, quarantined, voting, remaining, waiters, held, unlocks, ops)
 	if err != nil {
-		return nil, fmt.Errorf("redlock: registering the metric callback: %w", err)
+		return nil, refusedBy(mp, "registering the metric callback", err)
 	}
 	return m, nil
 }

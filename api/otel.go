@@ -20,7 +20,9 @@ import (
 // metrics with no code. A no-op provider (go.opentelemetry.io/otel/metric/noop)
 // turns metrics off. otel.GetMeterProvider() passed before a global
 // provider is set is the global provider: the engine's metrics reach the
-// provider set later, as without the option. A nil mp is refused.
+// provider set later, as without the option. A nil mp is refused, and a
+// provider that fails to make the engine's instruments fails the
+// constructor with ErrInvalidArgument (its error in the chain).
 // Engine-wide.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return setting(func(o *Options) error {
