@@ -33,7 +33,8 @@
 // they answered with error replies, which the message then says),
 // ErrNotHeld, ErrInvalidArgument or ErrClosed, or the context's own error
 // (or, should the engine hit a bug of its own, ErrInternal: outcome unknown);
-// the *Error it comes in says what each master answered.
+// the *Error it comes in says what each master answered. Close's error is
+// the one exception: what closing the transports met (Locker.Close).
 //
 // # The Lock handle is an interface
 //
@@ -121,7 +122,11 @@ type Locker interface {
 	TrySemaphore(ctx context.Context, name string, permits int, opts ...LockOption) (Lock, error)
 	// Close stops the engine: operations in progress fail with ErrClosed,
 	// and every actor, timer, goroutine and connection is stopped. Locks
-	// still held stay on the masters until they expire.
+	// still held stay on the masters until they expire. Its error, nil
+	// when all went well, is what stopping met (a transport's Close that
+	// failed, say), joined with errors.Join: those errors as they are, not
+	// an *Error, and no sentinel of this package. The engine is closed
+	// whatever it returns.
 	Close() error
 }
 

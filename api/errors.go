@@ -12,7 +12,9 @@ import (
 // Sentinel errors. Every error the engine returns wraps exactly one of these
 // (or a context error, and then its last attempt's, see Error.Unwrap), so
 // callers branch with errors.Is; the wrapping *Error
-// carries what each master answered.
+// carries what each master answered. The one exception is Close's error,
+// which is what closing the transports met, as they said it
+// (Locker.Close).
 var (
 	// ErrNotAcquired: another owner holds the lock. Retrying later may work.
 	ErrNotAcquired = errors.New("not acquired: the lock is held by another owner")
@@ -100,8 +102,8 @@ type MasterAnswer struct {
 }
 
 // Error is the error type of every failure the engine reports: of its
-// constructors, the Locker methods, Extend and Unlock, and the cause in
-// Lock.Err.
+// constructors, the Locker methods (but Close, see Locker.Close), Extend
+// and Unlock, and the cause in Lock.Err.
 // It wraps a sentinel (or the context's error) and, for a cancelled Lock,
 // also the error of the last attempt, so both errors.Is(err,
 // context.Canceled) and errors.Is(err, ErrNotAcquired) can hold.

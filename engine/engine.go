@@ -399,7 +399,10 @@ func (e *Engine) Options() api.Options { return e.opts }
 // its outcome through the meter provider included, so the provider may be
 // shut down next. It waits for every batch a transport's Do is running to
 // return: a Do that ignores its ctx, against the transport contract, holds
-// Close up as long as it runs. It is safe to call more than once.
+// Close up as long as it runs. It is safe to call more than once. Its error
+// joins what stopping met (an actor that did not stop, the transports'
+// Close, the meter provider unregistering the engine's callback): those
+// errors, not an *api.Error, and no sentinel (api.Locker.Close).
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		e.closedAt = time.Now()
