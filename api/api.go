@@ -189,9 +189,10 @@ type Lock interface {
 	// Unlock releases the lock on every master. It returns nil when a
 	// majority released it, ErrNotHeld when it had already expired or been
 	// released, and ErrQuorumUnreachable when too few masters answered. A
-	// lock whose Until had passed is ErrExpired (an ErrNotHeld) even when
-	// its keys were still on the masters and are now released: the work
-	// it guarded may have outrun it.
+	// lock whose Until had passed when Unlock was called is ErrExpired (an
+	// ErrNotHeld) even when its keys were still on the masters and are now
+	// released: the work it guarded may have outrun it. One that ran out
+	// while Unlock waited for an extension out is not.
 	// A master whose release timed out while it was slow, not down, is
 	// sent it again in the background until it answers or the key must
 	// have expired, so its key may outlive the call by a few master

@@ -1029,8 +1029,15 @@ func (l *lock) Unlock(ctx context.Context) error {
 }
 
 func (l *lock) unlock(ctx context.Context) error {
-	if !l.take(ctx) {
-		return l.unlockOut(ctx)
+	// asked is when this Unlock began to wait for the handle, if another
+	// had it: an extension out may hold it past Until, where the timer
+	// ends the lock as expired, though it was valid when Unlock was called.
+	var asked time.Time
+	if !l.mu.TryLock() {
+		asked = time.Now()
+		if !l.take(ctx) {
+			return l.unlockOut(ctx)
+		}
 	}
 	defer l.letGo()
 	if l.released {
@@ -1071,12 +1078,13 @@ func (l *lock) unlock(ctx context.Context) error {
 		l.released = true
 		l.sig.Unlock()
 	}
-	if err == nil && errors.Is(ended, api.ErrExpired) {
+	if err == nil && errors.Is(ended, api.ErrExpired) && (asked.IsZero() || !asked.Before(until)) {
 		// Its validity ran out before this Unlock, though a majority
 		// still had its keys (Until comes a drift allowance before
 		// their TTL) and released them. The caller's work may have
 		// outrun the lock, so Unlock does not say nil: ErrExpired, as
-		// its doc says.
+		// its doc says. A lock that ran out while Unlock waited for the
+		// handle (asked before Until) did not: the work ended in time.
 		return &api.Error{Op: "unlock", Key: l.key, Err: api.ErrExpired,
 			Detail: "its validity ran out before Unlock; its keys were released"}
 	}
