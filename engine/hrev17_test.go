@@ -61,3 +61,47 @@ func TestUnlockCalledBeforeUntilIsNotExpired(t *testing.T) {
 		}
 	})
 }
+
+// Extend whose ctx ends while it waits for the handle says "the lock stays
+// as it was, held until Until, and Extend may be called again" (api.Lock's
+// Extend). Of a lock that was already given up before it that is false:
+// here an Extend (ctx without end) is out on slow masters, holding the
+// handle up to the master timeout, and an Unlock whose ctx ended meanwhile
+// gave the lock up (Done closed, ErrReleased). A second Extend must then
+// say ErrNotHeld, as it does when the handle is free, not its ctx's error.
+func TestExtendOfAReleasedLockWhileExtendingIsNotHeld(t *testing.T) {
+	inRealTime(t, stuckMsg, func(t *testing.T) {
+		e, fs, _ := slowMasters(t, api.WithTTL(handleTTL), api.WithMasterTimeout(handleMasterTimeout))
+		defer e.Close()
+		l, err := e.Lock(context.Background(), "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		for _, f := range fs {
+			f.Pause()
+		}
+		first := make(chan error, 1)
+		go func() { first <- l.Extend(context.Background()) }()
+		synctest.Wait()
+		if err, _ := callWithDeadline(t, "Unlock", l.Unlock); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Unlock: %v, want its ctx's error", err)
+		}
+		if !errors.Is(l.Err(), api.ErrReleased) {
+			t.Fatalf("Err after Unlock: %v", l.Err())
+		}
+		err, _ = callWithDeadline(t, "Extend", l.Extend)
+		if !errors.Is(err, api.ErrNotHeld) || errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Extend of a lock released before it (Err %v), while another Extend is out: %v, want ErrNotHeld alone", l.Err(), err)
+		}
+		for _, f := range fs {
+			f.Resume()
+		}
+		if err := <-first; !errors.Is(err, api.ErrNotHeld) {
+			t.Errorf("the Extend that was out: %v, want ErrNotHeld", err)
+		}
+		if err := l.Extend(context.Background()); !errors.Is(err, api.ErrNotHeld) {
+			t.Errorf("Extend once the handle is free: %v, want ErrNotHeld", err)
+		}
+	})
+}
