@@ -913,11 +913,35 @@ func (l *lock) Extend(ctx context.Context) error {
 // or an Unlock), it returns ctx's error and the lock stays as it was.
 func (l *lock) extendHeld(ctx context.Context) error {
 	if !l.take(ctx) {
+		// A lock that ended before (an Unlock whose ctx ended while the
+		// handle was out gave it up, the engine closed, Until passed) is
+		// not "as it was": say so, as extend does with the handle.
+		l.checkLocked()
+		err := l.endedErr(l.causeLocked())
 		l.sig.Unlock()
+		if err != nil {
+			return err
+		}
 		return &api.Error{Op: "extend", Key: l.key, Err: ctx.Err(), Detail: "the context ended while another extension or an Unlock of the lock was out; the lock is as it was"}
 	}
 	defer l.letGo()
 	return l.extendObserved(ctx, false)
+}
+
+// endedErr is Extend's error for a lock that has ended (cause, released),
+// or nil while it is held. Read with mu or sig held (released).
+func (l *lock) endedErr(cause error) error {
+	switch {
+	case l.released:
+		return &api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Detail: "it was released"}
+	case errors.Is(cause, api.ErrExpired): // checkLocked found Until passed
+		return &api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Detail: "its validity has passed; take the lock again"}
+	case errors.Is(cause, api.ErrClosed): // Close ended it: what Locker.Close says of calls after it
+		return &api.Error{Op: "extend", Key: l.key, Err: api.ErrClosed, Detail: "the engine closed, which ended the lock"}
+	case cause != nil:
+		return &api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Last: cause, Detail: "the lock was already lost"}
+	}
+	return nil
 }
 
 // take takes the handle (mu) for Extend or Unlock, waiting for it at most
@@ -974,16 +998,10 @@ func (l *lock) extend(ctx context.Context, auto bool) error {
 	l.checkLocked() // a lock past Until ends as expired (Err, metrics)
 	cause, until := l.causeLocked(), l.until
 	l.sig.Unlock()
-	switch {
-	case l.released:
-		return notHeld("it was released")
-	case errors.Is(cause, api.ErrExpired): // checkLocked found Until passed
-		return notHeld("its validity has passed; take the lock again")
-	case errors.Is(cause, api.ErrClosed): // Close ended it: what Locker.Close says of calls after it
-		return &api.Error{Op: "extend", Key: l.key, Err: api.ErrClosed, Detail: "the engine closed, which ended the lock"}
-	case cause != nil:
-		return &api.Error{Op: "extend", Key: l.key, Err: api.ErrNotHeld, Last: cause, Detail: "the lock was already lost"}
-	case l.extended >= l.maxExt:
+	if err := l.endedErr(cause); err != nil {
+		return err
+	}
+	if l.extended >= l.maxExt {
 		return notHeld(fmt.Sprintf("the limit of %d extensions is used up", l.maxExt))
 	}
 	if err := ctx.Err(); err != nil {
