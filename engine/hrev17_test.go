@@ -105,3 +105,65 @@ func TestExtendOfAReleasedLockWhileExtendingIsNotHeld(t *testing.T) {
 		}
 	})
 }
+
+// Two Unlocks at once while the auto-extension is out: one whose ctx
+// ends while it waits, one that waits as long as it takes. Both return,
+// the lock ends released, and no master keeps the key once they answer.
+// Then Close while a third caller (an Extend) waits for the handle.
+func TestConcurrentUnlocksWhileAutoExtending(t *testing.T) {
+	inRealTime(t, stuckMsg, func(t *testing.T) {
+		_, l, fs, ms := extensionOut(t)
+		waited := make(chan error, 1)
+		go func() { waited <- l.Unlock(context.Background()) }()
+		synctest.Wait()
+		err, took := callWithDeadline(t, "Unlock", l.Unlock)
+		if !errors.Is(err, context.DeadlineExceeded) || took > handleDeadline+time.Millisecond {
+			t.Errorf("Unlock with a %v deadline, beside a waiting one: %v after %v", handleDeadline, err, took)
+		}
+		if !errors.Is(l.Err(), api.ErrReleased) {
+			t.Errorf("Err = %v, want ErrReleased", l.Err())
+		}
+		for _, f := range fs {
+			f.Resume()
+		}
+		if err := <-waited; err != nil && !errors.Is(err, api.ErrNotHeld) {
+			t.Errorf("the waiting Unlock: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		for i, m := range ms {
+			if n := m.Len(); n != 0 {
+				t.Errorf("master %d holds %d keys after both Unlocks", i+1, n)
+			}
+		}
+		if err := l.Unlock(context.Background()); !errors.Is(err, api.ErrNotHeld) {
+			t.Errorf("a third Unlock: %v, want ErrNotHeld", err)
+		}
+	})
+}
+
+// Close while Extend and Unlock wait for the handle an auto-extension
+// holds: both return (ErrClosed), without waiting for the masters.
+func TestCloseWhileCallersWaitForTheHandle(t *testing.T) {
+	inRealTime(t, stuckMsg, func(t *testing.T) {
+		e, l, _, _ := extensionOut(t)
+		ext, unl := make(chan error, 1), make(chan error, 1)
+		go func() { ext <- l.Extend(context.Background()) }()
+		go func() { unl <- l.Unlock(context.Background()) }()
+		synctest.Wait()
+		start := time.Now()
+		closed := make(chan error, 1)
+		go func() { closed <- e.Close() }()
+		if err := <-ext; !errors.Is(err, api.ErrClosed) {
+			t.Errorf("Extend that waited for the handle across Close: %v, want ErrClosed", err)
+		}
+		if err := <-unl; !errors.Is(err, api.ErrClosed) {
+			t.Errorf("Unlock that waited for the handle across Close: %v, want ErrClosed", err)
+		}
+		<-closed
+		t.Logf("Close took %v", time.Since(start))
+		if !errors.Is(l.Err(), api.ErrClosed) {
+			t.Errorf("Err = %v, want ErrClosed", l.Err())
+		}
+	})
+}
