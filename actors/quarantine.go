@@ -48,10 +48,13 @@ type quarantine struct {
 	runID    string
 	evicted  uint64 // the evicted count of the process runID, as last read
 	unsafe   error  // why the master's configuration keeps it from voting (unsafeOf), nil if nothing does
-	checkErr error  // why the last read of the master's info failed, nil if it did not
-	fetching bool
-	parked   []*batch // results waiting for the info read that vets them
-	cancel   scheduler.CancelFunc
+	// seenUnsafe is why the master was last seen unsafe, at started: the
+	// quarantine that follows says so, since the process did not restart.
+	seenUnsafe error
+	checkErr   error // why the last read of the master's info failed, nil if it did not
+	fetching   bool
+	parked     []*batch // results waiting for the info read that vets them
+	cancel     scheduler.CancelFunc
 	// life ends when the node stops: a read still out then is given up,
 	// and its answer not sent to the stopped node (a dead letter).
 	life context.Context
@@ -165,6 +168,9 @@ func (q *quarantine) learn(n *node, r *infoResult) {
 		// master does. So it sits out a period from the last time it was
 		// seen unsafe.
 		started = r.at
+		q.seenUnsafe = unsafe
+	} else if another {
+		q.seenUnsafe = nil // a new process: its quarantine is a restart's
 	}
 	q.runID, q.started, q.evicted = r.info.RunID, started, r.info.Evicted
 	q.setUnsafe(unsafe)
@@ -291,14 +297,30 @@ func (q *quarantine) vet(n *node, b *batch) {
 		if !now.Before(q.started.Add(q.period)) {
 			return
 		}
-		reason = fmt.Errorf("%w: up for %v, votes again in %v", api.ErrQuarantined,
-			now.Sub(q.started).Round(time.Millisecond), q.started.Add(q.period).Sub(now).Round(time.Millisecond))
+		reason = quarantinedFor(q.started, q.period, now, q.seenUnsafe, "")
 	}
 	for i := range b.res {
 		if b.ops[i].Kind != transport.Release && b.ops[i].Kind != transport.ReleaseShared && (b.res[i].OK || (answers && b.res[i].Err == nil)) {
 			b.res[i] = transport.Result{Err: reason}
 		}
 	}
+}
+
+// quarantinedFor is the answer of a master (or of its shard, when shard is
+// not "") in quarantine until started+period: up for a time since it
+// started, or, when started is when it was last seen unsafe (seen says
+// why), kept out since then, which its process did not restart for.
+func quarantinedFor(started time.Time, period time.Duration, now time.Time, seen error, shard string) error {
+	who := ""
+	if shard != "" {
+		who = "shard " + shard + " "
+	}
+	ago, left := now.Sub(started).Round(time.Millisecond), started.Add(period).Sub(now).Round(time.Millisecond)
+	if seen != nil {
+		// seen as text: its ErrUnsafeMaster is not this answer's sentinel.
+		return fmt.Errorf("%w: %skept out for a period after it was last seen unsafe, %v ago (%v); votes again in %v", api.ErrQuarantined, who, ago, seen, left)
+	}
+	return fmt.Errorf("%w: %sup for %v, votes again in %v", api.ErrQuarantined, who, ago, left)
 }
 
 // votesAt is when a master that started at start votes again, for the

@@ -68,9 +68,12 @@ type shardProc struct {
 	evicted  uint64 // the evicted count of the process runID, as last read
 	readErr  error  // the last read's error, nil once one succeeds
 	unsafe   error  // why the shard's configuration keeps it from voting (unsafeOf), nil if nothing does
-	fetching bool
-	gen      uint64 // counts reads started
-	name     string
+	// seenUnsafe is why the shard was last seen unsafe, at started (as
+	// quarantine.seenUnsafe).
+	seenUnsafe error
+	fetching   bool
+	gen        uint64 // counts reads started
+	name       string
 	// handoffs is the shard's Handoffs count that is accounted for: no
 	// hand-off up to it can have carried a loss unseen (never decreases).
 	handoffs uint64
@@ -201,6 +204,9 @@ func (s *shards) learn(q *quarantine, n *node, r *infoResult) {
 			// As for a whole master (quarantine.learn): a period from
 			// the last time it was seen unsafe.
 			started = r.at
+			p.seenUnsafe = u
+		} else if another {
+			p.seenUnsafe = nil
 		}
 		if another && q.period > 0 {
 			q.logger.Warn("redlock: another process behind a shard of this master (restarted, or the address now reaches a different server); the shard is in quarantine", "master", q.name, "shard", r.shard,
@@ -451,8 +457,7 @@ func (s *shards) vet(q *quarantine, n *node, b *batch) {
 			continue
 		}
 		if ends := p.started.Add(q.period); now.Before(ends) {
-			b.res[i] = transport.Result{Err: fmt.Errorf("%w: shard %s up for %v, votes again in %v", api.ErrQuarantined, sv.Shard,
-				now.Sub(p.started).Round(time.Millisecond), ends.Sub(now).Round(time.Millisecond))}
+			b.res[i] = transport.Result{Err: quarantinedFor(p.started, q.period, now, p.seenUnsafe, sv.Shard)}
 		}
 	}
 }
