@@ -88,7 +88,7 @@ func (q *quarantine) start(n *node, ctx actor.Context) {
 	if q == nil {
 		return
 	}
-	q.cancel = scheduler.NewTimerScheduler(ctx).SendRepeatedly(q.interval, q.interval, ctx.Self(), &infoTick{})
+	q.cancel = sendRepeatedly(ctx, q.interval, q.interval, ctx.Self(), &infoTick{})
 	q.check(n)
 }
 
