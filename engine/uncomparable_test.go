@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"go.opentelemetry.io/otel"
@@ -70,5 +71,48 @@ func TestGlobalTracerProviderOfAnIncomparableValue(t *testing.T) {
 		if err := l.Unlock(context.Background()); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// taggedCtx is a context whose type cannot be compared, as a user's own
+// context type may be (a slice of tags beside the parent).
+type taggedCtx struct {
+	context.Context
+	tags []string
+}
+
+// Unlock takes any context: one of an incomparable type, live or ended,
+// must not make it panic (it compared the ctx it was given with the
+// bounded one it makes for an ended ctx).
+func TestUnlockTakesAnIncomparableContext(t *testing.T) {
+	e, err := engine.NewMemory(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		want error // besides nil
+	}{
+		{"live", taggedCtx{context.Background(), []string{"a"}}, nil},
+		{"ended", taggedCtx{ended, []string{"a"}}, context.Canceled},
+	} {
+		l, err := e.TryLock(context.Background(), "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("Unlock with a %s incomparable ctx panicked: %v", c.name, r)
+				}
+			}()
+			if err := l.Unlock(c.ctx); err != nil && (c.want == nil || !errors.Is(err, c.want)) {
+				t.Errorf("Unlock with a %s incomparable ctx: %v", c.name, err)
+			}
+		}()
 	}
 }
