@@ -1062,7 +1062,8 @@ func (l *lock) unlock(ctx context.Context) error {
 		return &api.Error{Op: "unlock", Key: l.key, Err: api.ErrNotHeld, Detail: "it was already released"}
 	}
 	caller := ctx
-	if ctx.Err() != nil {
+	bounded := ctx.Err() != nil // ctx becomes Unlock's own wait (not compared: a ctx's type may be incomparable)
+	if bounded {
 		// A deferred Unlock whose work's context ended (a request gone,
 		// a job past its deadline) still means "let go": returning at
 		// once would leave the lock held, auto-extended on. So the
@@ -1085,7 +1086,7 @@ func (l *lock) unlock(ctx context.Context) error {
 	until := l.until
 	l.sig.Unlock()
 	err := l.release(ctx, until)
-	if ctx != caller {
+	if bounded {
 		err = callersCtxErr(err, caller.Err())
 	}
 	// After "unreachable" or a cancelled context the release may not have
