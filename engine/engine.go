@@ -1076,14 +1076,9 @@ func (l *lock) unlock(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.e.opts.MasterTimeout)
 		defer cancel()
 	}
-	// From here on the engine cannot vouch for the lock. One that expired
-	// (or whose engine closed) before this Unlock ended so, not released:
-	// its Err and the metrics say which.
+	// From here on the engine cannot vouch for the lock.
 	l.sig.Lock()
-	l.checkLocked()
-	ended := l.cause // why the lock ended before this Unlock; nil while held
-	l.loseLocked(released)
-	until := l.until
+	ended, until := l.giveUpLocked()
 	l.sig.Unlock()
 	err := l.release(ctx, until)
 	if bounded {
@@ -1147,11 +1142,20 @@ func (l *lock) unlockOut(ctx context.Context) error {
 		l.sig.Unlock()
 		return &api.Error{Op: "unlock", Key: l.key, Err: api.ErrNotHeld, Detail: "it was already released"}
 	}
-	l.checkLocked()
-	l.loseLocked(released)
-	until := l.until
+	_, until := l.giveUpLocked()
 	l.sig.Unlock()
 	return l.release(ctx, until)
+}
+
+// giveUpLocked ends the lock for an Unlock, sig held: one past Until (or
+// whose engine closed) ends so, not released, as its Err and the metrics
+// say. It returns why the lock had ended before, nil if it was held, and
+// its Until, which the release carries.
+func (l *lock) giveUpLocked() (ended error, until time.Time) {
+	l.checkLocked()
+	ended = l.cause
+	l.loseLocked(released)
+	return ended, l.until
 }
 
 // release sends the lock's release and waits for it as ctx allows (an
