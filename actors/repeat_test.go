@@ -23,3 +23,32 @@ func TestSendRepeatedlyCancelWhileFiring(t *testing.T) {
 		cancel()
 	}
 }
+
+// A node runs on protoactor's synchronized dispatcher, which runs the
+// actor on the goroutine that sends to it: the tick's own goroutine. The
+// node may stop there and cancel the tick, from inside the tick's Send.
+// That must not deadlock (the tick held its lock across Send, and cancel
+// waited for it: a fresh-clone CI run hung in `redlock run`).
+func TestSendRepeatedlyCancelledFromTheTick(t *testing.T) {
+	sys := actor.NewActorSystem()
+	defer sys.Shutdown()
+	var cancel func()
+	ready := make(chan struct{})
+	cancelled := make(chan struct{})
+	props := actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(struct{}); ok {
+			<-ready
+			cancel() // on the tick's goroutine, inside its Send
+			close(cancelled)
+		}
+	}, actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)))
+	pid := sys.Root.Spawn(props)
+	defer sys.Root.Stop(pid)
+	cancel = sendRepeatedly(sys.Root, time.Millisecond, time.Hour, pid, struct{}{})
+	close(ready)
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("cancel called from inside the tick's Send did not return in 5s: deadlock")
+	}
+}
