@@ -72,3 +72,11 @@ func TestWriteNotStartedKeepsTheMasterUsable(t *testing.T) {
 		})
 	}
 }
+
+// cutCtx gives a write the deadline d, earlier than its Context ends.
+type cutCtx struct {
+	context.Context
+	d time.Time
+}
+
+func (c cutCtx) Deadline() (time.Time, bool) { return c.d, true }

@@ -83,14 +83,6 @@ func TestWriteCutDoesNotHoldLaterBatches(t *testing.T) {
 	}
 }
 
-// cutCtx gives a write the deadline d, earlier than its Context ends.
-type cutCtx struct {
-	context.Context
-	d time.Time
-}
-
-func (c cutCtx) Deadline() (time.Time, bool) { return c.d, true }
-
 // startCutCtx gives a write the deadline *d once set (by testWriteHook, as
 // the write starts), and its Context's own until then.
 type startCutCtx struct {
