@@ -81,7 +81,7 @@ func (c *coordinator) attemptAny(ctx actor.Context, call *Call) {
 	call.timer = nil
 	call.attempts++
 	c.begin(call, phaseAcquiring)
-	call.t1 = time.Now()
+	call.t1 = c.now()
 	if call.any == nil {
 		call.any = new(anyOf)
 	}

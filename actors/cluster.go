@@ -122,7 +122,7 @@ func Start(cfg Config) (*Cluster, error) {
 		peers = append(peers, peer{pid: pid, mb: mb})
 	}
 	for i := range coords {
-		co := &coordinator{shard: int32(i), nodes: c.nodes, intakes: intakes, coords: coords, names: cfg.Names, quorum: c.quorum, masterTimeout: cfg.MasterTimeout, m: cfg.Metrics}
+		co := &coordinator{base: time.Now(), shard: int32(i), nodes: c.nodes, intakes: intakes, coords: coords, names: cfg.Names, quorum: c.quorum, masterTimeout: cfg.MasterTimeout, m: cfg.Metrics}
 		bc := &bypass{a: co, ctx: bypassCtx{peers: peers}}
 		pid, err := restartingRoot(system).SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return bc }, actor.WithMailbox(func() actor.Mailbox { return co.recovering(logger, withBypass(bc, loneCallMailbox())) })), fmt.Sprintf("coordinator-%d", i))
 		if err != nil {

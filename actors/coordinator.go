@@ -16,6 +16,13 @@ import (
 // releases what a failed attempt may have taken, and steps the retry backoff
 // with actor timers. It never blocks: all waiting is on timers and messages.
 type coordinator struct {
+	// base is the coordinator's start, read from time.Now: t1, the start
+	// of each phase of a call, is read as base plus the monotonic time
+	// since (now), one clock read where time.Now makes two. t1 only
+	// bounds waits and orders events, on the monotonic clock; a lock's
+	// Start, which carries the wall clock to Until, comes from a batch's
+	// send time (node.flush), not from t1.
+	base          time.Time
 	shard         int32
 	nodes         []*actor.PID
 	intakes       []*intake    // the nodes' (toNode)
@@ -150,7 +157,7 @@ func (c *coordinator) start(ctx actor.Context, call *Call) {
 		c.attempt(ctx, call)
 	case Release:
 		c.begin(call, phaseReleasing)
-		call.t1 = time.Now()
+		call.t1 = c.now()
 		c.send(ctx, call, call.Mode.release(), true)
 		if call.Sem != "" {
 			c.wakeSem(ctx, call.Sem)
@@ -176,10 +183,13 @@ func (c *coordinator) start(ctx actor.Context, call *Call) {
 		}
 	case Extend:
 		c.begin(call, phaseExtending)
-		call.t1, call.sent = time.Now(), time.Time{}
+		call.t1, call.sent = c.now(), time.Time{}
 		c.send(ctx, call, call.Mode.extend(), true)
 	}
 }
+
+// now is the time for a phase's t1 (see base).
+func (c *coordinator) now() time.Time { return monoNow(c.base) }
 
 func (c *coordinator) shardOf(key string) int {
 	return int(keyHash(key) % uint64(len(c.coords)))
@@ -225,7 +235,7 @@ func (c *coordinator) attempt(ctx actor.Context, call *Call) {
 	call.attempts++
 	call.token = 0
 	c.begin(call, phaseAcquiring)
-	call.t1, call.sent = time.Now(), time.Time{}
+	call.t1, call.sent = c.now(), time.Time{}
 	if l := call.left; l != nil && l.mask&^l.cleaning != 0 {
 		// An earlier attempt's key may still be here: release it first.
 		// The node applies ops on one key in send order, so the SET below

@@ -107,7 +107,9 @@ func (d *deadline) Done() <-chan struct{} {
 func (d *deadline) Err() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.armed && d.err == nil && !time.Now().Before(d.at) {
+	// time.Until reads only the monotonic clock (d.at carries a reading),
+	// where time.Now reads the wall clock too.
+	if !d.armed && d.err == nil && time.Until(d.at) <= 0 {
 		d.expireLocked()
 	}
 	return d.err

@@ -688,7 +688,7 @@ func (l *lock) checkLocked() {
 	}
 	if l.e.closed.Load() && l.e.closedAt.Before(l.until) {
 		l.loseLocked(l.closedErr())
-	} else if !time.Now().Before(l.until) {
+	} else if time.Until(l.until) <= 0 { // the monotonic clock alone: until carries a reading
 		l.loseLocked(l.expiredErr())
 	}
 }
