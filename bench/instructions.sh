@@ -9,6 +9,11 @@
 # (allocation, collection, clock reads, bookkeeping), not what the cores' placement costs; a change
 # that moves work between cores needs the timed compares (bench/compare.sh).
 #
+# Nor does it see clock reads: under valgrind the Go runtime finds no vDSO and reads each clock by a
+# system call (a program calling time.Now 1,000 times made 2,022 clock_gettime calls under
+# valgrind --trace-syscalls=yes), which callgrind does not count. A change that saves clock reads
+# needs the timed compares too (BENCHMARKS.md, "Eighteenth session").
+#
 # Nor does it weigh batches as two cores do: at one P the engine made 2.09 batches a lock cycle at
 # 256 lockers where two Ps made 0.51-0.56, and ba207ff 1.17-1.26 against 0.60-0.64
 # (BENCHMARKS.md, "Fourteenth session"). A change that alters batching is counted at one P's
