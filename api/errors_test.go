@@ -45,8 +45,9 @@ func (e replyErr) Is(target error) bool { return target == api.ErrErrorReply }
 
 // An ErrQuorumUnreachable that masters' error replies caused says so in its
 // headline, for the error itself and for a cancelled call's last attempt;
-// one that masters that did not answer caused (whatever the replies), or
-// whose grants came too late, keeps "too few masters answered in time".
+// one that masters that did not answer caused (whatever the replies) keeps
+// "too few masters answered in time"; one whose majority granted too late
+// says that instead: the masters answered.
 // errors.Is is the same either way: the top-level error never wraps
 // ErrErrorReply.
 func TestQuorumUnreachableHeadlineNamesErrorReplies(t *testing.T) {
@@ -72,8 +73,10 @@ func TestQuorumUnreachableHeadlineNamesErrorReplies(t *testing.T) {
 			`redlock: lock "k": context deadline exceeded (last attempt: quorum unreachable: 2 of 3 masters answered with an error reply`, stock},
 		{"timeouts decide", &api.Error{Op: "lock", Key: "k", Err: api.ErrQuorumUnreachable, Masters: []api.MasterAnswer{reply, down, down, down, refused}},
 			stock, "error reply,"},
-		{"granted too late", &api.Error{Op: "lock", Key: "k", Err: api.ErrQuorumUnreachable, Masters: []api.MasterAnswer{granted, granted, reply}, Detail: "a majority granted, but too late: the validity was used up"},
-			stock, "error reply,"},
+		{"granted too late", &api.Error{Op: "lock", Key: "k", Err: api.ErrQuorumUnreachable, Masters: []api.MasterAnswer{granted, granted, reply}},
+			`redlock: lock "k": quorum unreachable: 2 of 3 masters granted, but too late: `, stock},
+		{"granted too late, cancelled", &api.Error{Op: "lock", Key: "k", Err: context.Canceled, Last: api.ErrQuorumUnreachable, Masters: []api.MasterAnswer{granted, reply, granted}},
+			`(last attempt: quorum unreachable: 2 of 3 masters granted, but too late: `, stock},
 		{"taken", &api.Error{Op: "lock", Key: "k", Err: api.ErrNotAcquired, Masters: []api.MasterAnswer{refused, refused, reply}},
 			"not acquired", "error reply,"},
 	} {

@@ -487,6 +487,11 @@ func TestSemaphoreLateWinnerRefused(t *testing.T) {
 			if !errors.Is(r.err, api.ErrQuorumUnreachable) || !strings.Contains(r.err.Error(), "too late") {
 				t.Fatalf("TrySemaphore: %v; want ErrQuorumUnreachable, granted too late", r.err)
 			}
+			// The winner's masters granted: its answers are the ones
+			// that tell, not "too few masters answered in time".
+			if msg := r.err.Error(); strings.Contains(msg, "too few masters answered") || !strings.Contains(msg, "masters granted, but too late") {
+				t.Errorf("TrySemaphore: %s\nwant the headline to say a majority granted too late", msg)
+			}
 			synctest.Wait()
 			for i, m := range masters {
 				if v, ok := m.Get(c); ok {
