@@ -60,6 +60,7 @@ type anyOf struct {
 	unreachable int // children of this attempt that too few masters answered
 	other       error
 	masters     []api.MasterAnswer // what the masters said to the last failed child
+	lateKid     string             // that child's detail, when a majority granted it too late
 	kids        []*Call            // the current window's children
 	winner      *Call              // the window's first child that won
 	slot        *Call              // the child whose grant the call returned
@@ -87,7 +88,7 @@ func (c *coordinator) attemptAny(ctx actor.Context, call *Call) {
 	}
 	a := call.any
 	a.start, a.tried, a.window = rand.IntN(call.Permits), 0, 0
-	a.taken, a.unreachable, a.other, a.masters, a.winner, a.late = 0, 0, nil, nil, nil, false
+	a.taken, a.unreachable, a.other, a.masters, a.winner, a.late, a.lateKid = 0, 0, nil, nil, nil, false, ""
 	c.tryWindow(ctx, call)
 }
 
@@ -150,14 +151,20 @@ func (c *coordinator) childDone(ctx actor.Context, k *Call) {
 		return
 	}
 	var ae *api.Error
-	if errors.As(k.Err, &ae) {
-		a.masters = ae.Masters
+	if errors.As(k.Err, &ae) && !a.late {
+		// A late winner's answers stay: they are what failAny reports.
+		a.masters, a.lateKid = ae.Masters, ""
 	}
 	switch {
 	case errors.Is(k.Err, api.ErrNotAcquired):
 		a.taken++
 	case errors.Is(k.Err, api.ErrQuorumUnreachable):
 		a.unreachable++
+		if ae != nil && !a.late && grantedMajority(ae.Masters, c.quorum) {
+			// Granted too late, not undecided: "too few masters
+			// answered" would contradict the answers shown.
+			a.lateKid = ae.Detail
+		}
 	default:
 		a.other = k.Err
 	}
@@ -192,6 +199,9 @@ func (c *coordinator) settle(ctx actor.Context, p *Call) {
 	if !time.Now().Before(w.Start.Add(w.Validity)) {
 		// Its validity ran out while the others decided: a permit that
 		// is already over is no permit, as for a lock granted too late.
+		// Its masters' grants are what the error shows: the answers of
+		// a slot that lost would not tell why.
+		a.masters = c.answers(w)
 		c.discard(ctx, w)
 		a.winner = nil
 		a.late = true
@@ -232,6 +242,8 @@ func (c *coordinator) failAny(ctx actor.Context, call *Call) {
 		sentinel, detail = api.ErrQuorumUnreachable, "a slot could not be decided: "+a.other.Error()
 	case a.late:
 		sentinel, detail = api.ErrQuorumUnreachable, "a slot was granted, but too late: the validity was used up while other slots were decided"
+	case a.lateKid != "":
+		sentinel, detail = api.ErrQuorumUnreachable, fmt.Sprintf("%d of the %d slots tried were not decided in time; the last: %s", a.unreachable, a.tried, a.lateKid)
 	case a.unreachable > 0:
 		sentinel = api.ErrQuorumUnreachable
 		detail = fmt.Sprintf("%d of the %d slots tried could not be decided: too few masters answered", a.unreachable, a.tried)
@@ -307,4 +319,16 @@ func (c *coordinator) wakeSem(ctx actor.Context, name string) {
 	case phaseAcquiring:
 		q.contender.wake = true
 	}
+}
+
+// grantedMajority reports whether a majority of ms granted: an
+// ErrQuorumUnreachable with such answers came too late, not undecided.
+func grantedMajority(ms []api.MasterAnswer, quorum int) bool {
+	n := 0
+	for _, m := range ms {
+		if m.Answer == api.Granted {
+			n++
+		}
+	}
+	return n >= quorum
 }

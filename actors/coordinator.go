@@ -353,9 +353,9 @@ func (c *coordinator) onReply(ctx actor.Context, node int, sent time.Time, rep *
 			case v <= 0 && c.tooLate(call, now) && stillLate(call, now):
 				// The masters answered: overload, retried uncounted.
 				call.uncounted++
-				c.failAttempt(ctx, call, errOverloaded, "a majority granted, but too late: the validity was used up")
+				c.failAttempt(ctx, call, errOverloaded, lateDetail("a majority granted", call, now, ""))
 			case v <= 0:
-				c.failAttempt(ctx, call, api.ErrQuorumUnreachable, "a majority granted, but too late: the validity was used up")
+				c.failAttempt(ctx, call, api.ErrQuorumUnreachable, lateDetail("a majority granted", call, now, ""))
 			case call.phase == phaseAcquiring && call.Fenced:
 				// The token is the largest a majority granted; it is only
 				// safe once a majority confirms it (README, "Guarantees, and their limits"). A master
@@ -408,7 +408,7 @@ func (c *coordinator) onReply(ctx actor.Context, node int, sent time.Time, rep *
 				call.Start, call.Validity = now, v
 				c.finish(ctx, call, nil)
 			} else {
-				c.finish(ctx, call, c.errorf(call, api.ErrNotHeld, "a majority extended, but too late: the validity was used up"))
+				c.finish(ctx, call, c.errorf(call, api.ErrNotHeld, lateDetail("a majority extended", call, now, tooLateAdvice)))
 			}
 		} else if call.refused+call.failed > n-c.quorum {
 			// "Not held" only when the refusals alone rule a majority

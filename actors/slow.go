@@ -158,6 +158,22 @@ func (c *coordinator) resendSlow(ctx actor.Context, call *Call) bool {
 	return true
 }
 
+// lateDetail tells when the answers that came too late were counted,
+// against what the validity had: the numbers a caller must fit a TTL to.
+func lateDetail(what string, call *Call, now time.Time, advice string) string {
+	d := fmt.Sprintf("%s, but too late: %v after the send, against a TTL of %v less %v of drift", what, now.Sub(call.from()), call.TTL, call.Drift)
+	if advice != "" {
+		d += "; " + advice
+	}
+	return d
+}
+
+// tooLateAdvice is what to change when a majority answered too late; an
+// acquire's error headline says it (api.Error), an Extend's, ErrNotHeld,
+// cannot. The validity counts from the send, so the wait before it is not
+// the cause.
+const tooLateAdvice = "the TTL is too short for the round trip, or this client is too loaded to read the answers in time"
+
 // tooLate reports whether a majority's grant came too late for validity
 // because of overload: the round trip outlived the master timeout, which
 // only a reply read late (the transport's late-reply wait) or a backlog in

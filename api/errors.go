@@ -20,12 +20,15 @@ var (
 	ErrNotAcquired = errors.New("not acquired: the lock is held by another owner")
 	// ErrQuorumUnreachable: too many masters were down, slow or in
 	// quarantine to form a majority, or answered with an error reply
-	// (ErrErrorReply), so the engine could not decide. This is never
+	// (ErrErrorReply), so the engine could not decide; or a majority
+	// granted, but too late: the validity was used up. This is never
 	// reported for a lock that is merely taken. When masters that answered
 	// kept the majority out, with error replies or as kept from voting
 	// (ErrQuarantined, ErrUnsafeMaster), the message says so in place of
 	// "too few masters answered in time": the masters are up, and each
-	// one's answer says why it did not vote.
+	// one's answer says why it did not vote. A majority that granted too
+	// late is named so too ("N of M masters granted, but too late"), with
+	// what to change: the TTL, or the client's load.
 	ErrQuorumUnreachable = errors.New("quorum unreachable: too few masters answered in time")
 	// ErrNotHeld: the lock is not (or no longer) held: its validity ran
 	// out, an extension was refused, or it was already released.
@@ -183,11 +186,21 @@ func (e *Error) write(b *strings.Builder) {
 // writeSentinel writes err, the sentinel of e or of its last attempt. Its
 // message is the sentinel's, but for an ErrQuorumUnreachable that masters
 // which answered caused, with error replies or as kept from voting (restart
-// quarantine, unsafe for locks): "too few masters answered in time" would
-// send the reader after a network problem, when the masters answered at
-// once.
+// quarantine, unsafe for locks), or by granting after the validity was used
+// up: "too few masters answered in time" would send the reader after a
+// network problem, when the masters answered.
 func (e *Error) writeSentinel(b *strings.Builder, err error) {
 	if err == ErrQuorumUnreachable {
+		if granted := e.grantedMajority(); granted > 0 {
+			// The one way a majority's grants make no lock. The
+			// remedy is on the caller's side: the masters did their part.
+			b.WriteString("quorum unreachable: ")
+			b.WriteString(strconv.Itoa(granted))
+			b.WriteString(" of ")
+			b.WriteString(strconv.Itoa(len(e.Masters)))
+			b.WriteString(" masters granted, but too late: " + tooLate)
+			return
+		}
 		if replies, kept, others := e.answeredNo(); replies+kept > 0 {
 			first := replies // the error replies, or the masters kept when there are none
 			if replies == 0 {
@@ -221,13 +234,33 @@ func (e *Error) writeSentinel(b *strings.Builder, err error) {
 	b.WriteString(err.Error())
 }
 
+// tooLate says why a majority's grants made no lock, and what to change. The validity counts from the send, so the wait before it
+// is not the cause; the round trip and the reading of the answers are.
+const tooLate = "the validity (the TTL less drift) was used up before the answers were counted;" +
+	" the TTL is too short for the round trip, or this client is too loaded to read the answers in time"
+
+// grantedMajority returns how many masters granted, when they are a
+// majority, and 0 when not.
+func (e *Error) grantedMajority() int {
+	granted := 0
+	for _, m := range e.Masters {
+		if m.Answer == Granted {
+			granted++
+		}
+	}
+	if granted < len(e.Masters)/2+1 {
+		return 0
+	}
+	return granted
+}
+
 // answeredNo counts the masters that answered with an error reply, those
 // that answered but were kept from voting (ErrQuarantined,
 // ErrUnsafeMaster), and the others that failed, when the first two are why
 // no majority decided: the other failures alone would have left room for
 // one (with more of them, too few answered whatever the rest did). It
 // returns zeros when that is not so, and when a majority granted (a grant
-// that came too late, which Detail then tells).
+// that came too late, which grantedMajority tells).
 func (e *Error) answeredNo() (replies, kept, others int) {
 	n := len(e.Masters)
 	granted := 0
