@@ -524,8 +524,8 @@ func TestQuarantineGaugeOnRealMasters(t *testing.T) {
 // TestUnlockOutcomesAndValidityMetered: every Unlock is counted in
 // redlock.lock.unlocks by what came of it (released by a majority, not
 // held any more, too few masters answered), so that releases that did not
-// complete show; and each grant records in redlock.lock.validity the
-// validity it had left when Lock returned.
+// complete show, under the outcome its span has; and each grant records in
+// redlock.lock.validity the validity it had left when Lock returned.
 func TestUnlockOutcomesAndValidityMetered(t *testing.T) {
 	tm := newTelemetry(t)
 	masters := []*memory.Master{memory.NewNamed("m1"), memory.NewNamed("m2"), memory.NewNamed("m3")}
@@ -589,10 +589,29 @@ func TestUnlockOutcomesAndValidityMetered(t *testing.T) {
 
 	ms := tm.collect(t)
 	const u = "redlock.lock.unlocks"
-	wantValue(t, ms, 1, u, "redlock.outcome=released")
+	wantValue(t, ms, 1, u, "redlock.outcome=ok")
 	wantValue(t, ms, 2, u, "redlock.outcome=not_held")
 	wantValue(t, ms, 1, u, "redlock.outcome=unreachable")
 	wantValue(t, ms, 4, u)
+	// One key, one meaning: a dashboard that filters redlock.outcome finds
+	// an Unlock under the same value in the metric and in its span.
+	spans := 0
+	for _, s := range tm.spans.GetSpans() {
+		if s.Name != "redlock.Unlock" {
+			continue
+		}
+		spans++
+		for _, kv := range s.Attributes {
+			if kv.Key == "redlock.outcome" {
+				if n, _ := sel(ms, u, "redlock.outcome="+kv.Value.Emit()); n == 0 {
+					t.Errorf("an Unlock span's redlock.outcome=%s counts in no series of %s", kv.Value.Emit(), u)
+				}
+			}
+		}
+	}
+	if spans != 4 {
+		t.Errorf("%d redlock.Unlock spans, want 4", spans)
+	}
 
 	const v = "redlock.lock.validity"
 	wantCount(t, ms, 2, v, "redlock.call=lock")
