@@ -92,10 +92,10 @@ type nodeMetrics struct {
 	opsAttrs [numKinds][numResults][]metric.ObserveOption
 }
 
-// Outcomes of an acquire (and of an extension, which uses a subset).
+// Outcomes of an acquire (and of an extension or an Unlock, which use a subset).
 const (
-	OutcomeOK    = iota // "acquired" for an acquire, "ok" for an extension
-	OutcomeTaken        // "taken" for an acquire, "not_held" for an extension
+	OutcomeOK    = iota // "acquired" for an acquire, "ok" for an extension or an Unlock
+	OutcomeTaken        // "taken" for an acquire, "not_held" for an extension or an Unlock
 	OutcomeUnreachable
 	OutcomeCanceled
 	OutcomeInvalid
@@ -107,8 +107,11 @@ const (
 )
 
 var acquireOutcomes = [numOutcomes]string{"acquired", "taken", "unreachable", "canceled", "invalid", "closed", "internal"}
+
+// extendOutcomes name an extension's outcome and an Unlock's, in the
+// metrics and the spans alike: one value of redlock.outcome means one
+// thing whichever instrument a dashboard filters.
 var extendOutcomes = [numOutcomes]string{"ok", "not_held", "unreachable", "canceled", "invalid", "closed", "internal"}
-var unlockOutcomes = [numOutcomes]string{"released", "not_held", "unreachable", "canceled", "invalid", "closed", "internal"}
 
 // Outcome classifies a call's error: its sentinel, as metrics and spans
 // report it.
@@ -143,7 +146,8 @@ func Outcome(err error) int {
 // AcquireOutcome names an Outcome for an acquire ("acquired", "taken", ...).
 func AcquireOutcome(o int) string { return acquireOutcomes[o] }
 
-// ExtendOutcome names an Outcome for an extension ("ok", "not_held", ...).
+// ExtendOutcome names an Outcome for an extension or an Unlock ("ok",
+// "not_held", ...).
 func ExtendOutcome(o int) string { return extendOutcomes[o] }
 
 // The calls that acquire, by redlock.call attribute.
@@ -316,7 +320,7 @@ func NewMetrics(mp metric.MeterProvider, names []string) (*Metrics, error) {
 		for a := range 2 {
 			m.extAttrs[o][a] = addSet(attribute.String("redlock.outcome", extendOutcomes[o]), attribute.Bool("redlock.auto", a == 1))
 		}
-		m.unlockAttrs[o] = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("redlock.outcome", unlockOutcomes[o])))}
+		m.unlockAttrs[o] = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("redlock.outcome", extendOutcomes[o])))}
 	}
 	for c := range numCalls {
 		m.validAttrs[c] = recordSet(attribute.String("redlock.call", callNames[c]))
