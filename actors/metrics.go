@@ -293,7 +293,7 @@ func NewMetrics(mp metric.MeterProvider, names []string) (*Metrics, error) {
 		metric.WithDescription("1 when the master answered its last batch or server check, 0 when it did not"))
 	errs = append(errs, err)
 	quarantined, err := meter.Int64ObservableGauge("redlock.master.quarantined", metric.WithUnit("{master}"),
-		metric.WithDescription("1 while the master is in restart quarantine (does not vote), else 0"))
+		metric.WithDescription("1 while the master may not vote: in restart quarantine, unsafe for locks, or one server with another entry; else 0"))
 	errs = append(errs, err)
 	voting, err := meter.Int64ObservableGauge("redlock.master.voting", metric.WithUnit("{master}"),
 		metric.WithDescription("1 while the master counts towards the quorum (it answers, and nothing keeps it from voting), else 0"))
@@ -360,15 +360,17 @@ func NewMetrics(mp metric.MeterProvider, names []string) (*Metrics, error) {
 			r := nm.reachable.Load()
 			left := max(nm.quarantineEnd.Load()-now, 0)
 			read := nm.read.Load()
+			// A twin is kept out as the others are: it answers, its
+			// answers count as quarantined ops, and it does not vote.
 			in := int64(0)
-			if left > 0 || nm.unsafe.Load() || read == readDenied {
+			if left > 0 || nm.unsafe.Load() || read == readDenied || m.twin(i) {
 				in = 1
 			}
 			o.ObserveInt64(quarantined, in, nm.observe...)
 			if r >= 0 {
 				o.ObserveInt64(reachable, int64(r), nm.observe...)
 				votes := int64(0)
-				if r == 1 && in == 0 && read == readOK && !m.twin(i) {
+				if r == 1 && in == 0 && read == readOK {
 					votes = 1
 				}
 				o.ObserveInt64(voting, votes, nm.observe...)
