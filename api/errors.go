@@ -234,8 +234,9 @@ func (e *Error) writeSentinel(b *strings.Builder, err error) {
 	b.WriteString(err.Error())
 }
 
-// tooLate says why a majority's grants made no lock, and what to change. The validity counts from the send, so the wait before it
-// is not the cause; the round trip and the reading of the answers are.
+// tooLate says why a majority's grants made no lock, and what to change.
+// The validity counts from the send, so the wait before it is not the
+// cause; the round trip and the reading of the answers are.
 const tooLate = "the validity (the TTL less drift) was used up before the answers were counted;" +
 	" the TTL is too short for the round trip, or this client is too loaded to read the answers in time"
 
