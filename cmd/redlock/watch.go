@@ -17,9 +17,16 @@ const clearScreen = "\x1b[H\x1b[2J"
 // rounds follow each other, each under a line with its time, and --json
 // prints one object per line.
 func watchStatus(ctx context.Context, w io.Writer, o statusOptions) error {
-	term := isTerminal(w)
 	t := time.NewTicker(o.Watch)
 	defer t.Stop()
+	return watchRounds(ctx, w, o, t.C, time.Now)
+}
+
+// watchRounds is watchStatus with its ticks and its clock given, so that a
+// test can run the rounds one at a time, change the masters between them
+// and move the clock without waiting: a round at once, then one per tick.
+func watchRounds(ctx context.Context, w io.Writer, o statusOptions, tick <-chan time.Time, now func() time.Time) error {
+	term := isTerminal(w)
 	for {
 		rep := checkMasters(ctx, o)
 		if ctx.Err() != nil {
@@ -34,7 +41,7 @@ func watchStatus(ctx context.Context, w io.Writer, o statusOptions) error {
 			if term {
 				fmt.Fprint(w, clearScreen)
 			}
-			fmt.Fprintf(w, "every %v, %s (Ctrl-C to stop)\n", o.Watch, time.Now().Format("15:04:05"))
+			fmt.Fprintf(w, "every %v, %s (Ctrl-C to stop)\n", o.Watch, now().Format("15:04:05"))
 			printStatus(w, rep, o)
 			if !term {
 				fmt.Fprintln(w)
@@ -43,7 +50,7 @@ func watchStatus(ctx context.Context, w io.Writer, o statusOptions) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-tick:
 		}
 	}
 }

@@ -1,0 +1,326 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock/internal/redistest"
+)
+
+// watchLoop is a status --watch loop run in-process, one round per tick
+// from the test, on a clock the test moves.
+type watchLoop struct {
+	tick   chan time.Time
+	out    *bufio.Reader
+	json   bool
+	clock  atomic.Int64 // the loop's now, Unix nanoseconds
+	cancel context.CancelFunc
+	done   chan error
+	first  bool // the round printed at start is not read yet
+}
+
+func startWatchLoop(t *testing.T, o statusOptions, start time.Time) *watchLoop {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	l := &watchLoop{tick: make(chan time.Time), out: bufio.NewReader(pr), json: o.JSON, cancel: cancel, done: make(chan error, 1), first: true}
+	l.clock.Store(start.UnixNano())
+	go func() {
+		err := watchRounds(ctx, pw, o, l.tick, func() time.Time { return time.Unix(0, l.clock.Load()) })
+		pw.Close()
+		l.done <- err
+	}()
+	t.Cleanup(func() {
+		cancel()
+		pr.Close() // a loop stopped mid-round by a failed test
+		if err := <-l.done; err != nil && !t.Failed() {
+			t.Errorf("the watch loop ended with %v, want nil", err)
+		}
+	})
+	return l
+}
+
+// round moves the clock by d, runs a round (the first one runs at start)
+// and returns what it printed: one JSON line, or a table up to its quorum
+// line and the blank line after it.
+func (l *watchLoop) round(t *testing.T, d time.Duration) string {
+	t.Helper()
+	l.clock.Add(int64(d))
+	if !l.first {
+		l.tick <- time.Time{}
+	}
+	l.first = false
+	var b strings.Builder
+	for {
+		line, err := l.out.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading a round: %v (read %q)", err, b.String()+line)
+		}
+		b.WriteString(line)
+		if l.json {
+			return b.String()
+		}
+		if strings.HasPrefix(line, "quorum: ") {
+			if blank, err := l.out.ReadString('\n'); err != nil || blank != "\n" {
+				t.Fatalf("after the quorum line: %q, %v; want a blank line", blank, err)
+			}
+			return b.String()
+		}
+	}
+}
+
+// watchPair runs one table loop and one --json loop side by side, so that
+// each change of the masters between rounds is seen by both.
+type watchPair struct{ table, json *watchLoop }
+
+func startWatchPair(t *testing.T, nodes string, quarantine time.Duration, start time.Time) *watchPair {
+	t.Helper()
+	o := defaultStatusOptions()
+	o.Nodes, o.Quarantine, o.Watch = splitNodes(nodes), quarantine, time.Hour
+	p := &watchPair{table: startWatchLoop(t, o, start)}
+	o.JSON = true
+	p.json = startWatchLoop(t, o, start)
+	return p
+}
+
+// round runs a round of both loops after moving their clocks by d.
+func (p *watchPair) round(t *testing.T, d time.Duration) (statusReport, string) {
+	t.Helper()
+	table := p.table.round(t, d)
+	rep := decodeStatus(t, p.json.round(t, d))
+	t.Logf("round:\n%s", table)
+	return rep, table
+}
+
+// row is the line of table that starts with addr.
+func row(t *testing.T, table, addr string) string {
+	t.Helper()
+	for l := range strings.Lines(table) {
+		if strings.HasPrefix(strings.TrimSpace(l), addr) {
+			return l
+		}
+	}
+	t.Fatalf("no row for %s in\n%s", addr, table)
+	return ""
+}
+
+// evictAll writes keys to s (those of its own slots, on a cluster node)
+// and makes s evict them all and go back to keeping its keys. The test
+// runs no round meanwhile, so no round sees the evicting policy, only
+// evicted_keys moved: the flip the engine catches by the count. It returns
+// s's evicted_keys then.
+func evictAll(t *testing.T, s *redistest.Server) uint64 {
+	t.Helper()
+	written := 0
+	for i := range 32 {
+		err := s.TryDo(nil, "SET", fmt.Sprintf("evict-me:%d", i), "v")
+		if err != nil && !strings.Contains(err.Error(), "MOVED") {
+			t.Fatal(err)
+		}
+		if err == nil {
+			written++
+		}
+	}
+	if written == 0 {
+		t.Fatalf("%s took none of 32 keys", s.Addr)
+	}
+	for _, kv := range [][2]string{{"maxmemory-policy", "allkeys-lru"}, {"maxmemory", "1"}, {"maxmemory", "0"}, {"maxmemory-policy", "noeviction"}} {
+		s.Do(t, nil, "CONFIG", "SET", kv[0], kv[1])
+	}
+	if n := s.DBSize(t); n != 0 {
+		t.Fatalf("%s kept %d keys under maxmemory 1 and allkeys-lru", s.Addr, n)
+	}
+	n, err := strconv.ParseUint(s.Info(t, "stats", "evicted_keys"), 10, 64)
+	if err != nil || n == 0 {
+		t.Fatalf("%s: evicted_keys %d, %v; want the keys it dropped", s.Addr, n, err)
+	}
+	return n
+}
+
+// TestStatusWatchEvictedKeys: the engine refuses a master whose
+// evicted_keys moved between two of its reads of one process, though no
+// read saw an evicting policy: it dropped keys, maybe a held lock's. status
+// --watch reads each master every round and must judge it as the engine
+// does: not voting in the round that finds the count moved, naming
+// evicted_keys, in the table and in --json; with the quarantine off, voting
+// again in the next round that finds it unchanged; a decrease (CONFIG
+// RESETSTAT) counts too; a restart (another run id) starts the comparison
+// afresh.
+func TestStatusWatchEvictedKeys(t *testing.T) {
+	servers, nodes := startMasters(t, 3)
+	w := startWatchPair(t, nodes, 0, time.Now())
+	s := servers[0]
+	// votes checks s's vote in a round: refused, with reason in --json and
+	// in its row, or counted, with nothing said against it.
+	votes := func(t *testing.T, rep statusReport, table string, reason string) {
+		t.Helper()
+		m, r := rep.Masters[0], row(t, table, s.Addr)
+		voters := "2 of 3"
+		if reason == "" {
+			voters = "3 of 3"
+			if !m.Votes || m.Unsafe != "" || m.Error != "" || !strings.HasSuffix(strings.TrimSpace(r), " no") {
+				t.Errorf("%s: --json votes %v, unsafe %q, error %q; row %q: want it voting, nothing said against it", m.Addr, m.Votes, m.Unsafe, m.Error, r)
+			}
+		} else if m.Votes || !strings.Contains(m.Unsafe, reason) || !strings.Contains(m.Error, reason) || !strings.Contains(r, reason) {
+			t.Errorf("%s: --json votes %v, unsafe %q, error %q; row %q: want it not voting, %q in unsafe, error and row", m.Addr, m.Votes, m.Unsafe, m.Error, r, reason)
+		}
+		if !strings.Contains(table, "quorum: healthy: "+voters+" masters can vote") {
+			t.Errorf("table: want %s masters voting:\n%s", voters, table)
+		}
+	}
+
+	rep, table := w.round(t, 0)
+	votes(t, rep, table, "")
+	n := evictAll(t, s)
+	rep, table = w.round(t, time.Second)
+	votes(t, rep, table, fmt.Sprintf("evicted_keys rose from 0 to %d since the last round", n))
+	// The quarantine is off: as the engine, the next read that finds the
+	// count unchanged counts the vote again.
+	rep, table = w.round(t, time.Second)
+	votes(t, rep, table, "")
+
+	s.Do(t, nil, "CONFIG", "RESETSTAT")
+	rep, table = w.round(t, time.Second)
+	votes(t, rep, table, fmt.Sprintf("evicted_keys went down from %d to 0 since the last round", n))
+
+	n = evictAll(t, s)
+	rep, table = w.round(t, time.Second)
+	votes(t, rep, table, fmt.Sprintf("evicted_keys rose from 0 to %d since the last round", n))
+	// The new process's 0 is its own count, not a drop from the old one's.
+	old := rep.Masters[0].RunID
+	s.Restart(t)
+	rep, table = w.round(t, time.Second)
+	if rep.Masters[0].RunID == old {
+		t.Fatalf("run id %s after a restart, as before", old)
+	}
+	votes(t, rep, table, "")
+}
+
+// TestStatusWatchEvictedKeysQuarantine: with the quarantine on, the engine
+// keeps a master whose evicted_keys moved out for a quarantine period from
+// the read that saw it move, though later reads find the count unchanged:
+// it may lack keys of locks still valid, as a restarted master does. status
+// --watch shows it in quarantine for that period, saying why, and voting
+// once the period is over.
+func TestStatusWatchEvictedKeysQuarantine(t *testing.T) {
+	const q = time.Second
+	servers, nodes := startMasters(t, 3)
+	s := servers[0]
+	w := startWatchPair(t, nodes, q, time.Now())
+	// Fresh masters are in restart quarantine: wait until their uptime
+	// ends it, round after round.
+	allVote := func(rep statusReport) bool {
+		for _, m := range rep.Masters {
+			if !m.Votes {
+				return false
+			}
+		}
+		return true
+	}
+	rep, _ := w.round(t, 0)
+	for deadline := time.Now().Add(30 * time.Second); !allVote(rep); {
+		if time.Now().After(deadline) {
+			t.Fatalf("masters still in restart quarantine: %+v", rep)
+		}
+		time.Sleep(100 * time.Millisecond) // the servers' uptime, in whole seconds
+		rep, _ = w.round(t, 0)
+	}
+
+	n := evictAll(t, s)
+	moved := fmt.Sprintf("evicted_keys rose from 0 to %d", n)
+	rep, table := w.round(t, 0)
+	m := rep.Masters[0]
+	if m.Votes || !m.Quarantined || !strings.Contains(m.Unsafe, moved) {
+		t.Errorf("--json: the round that saw the count move: %+v; want it unsafe, naming %q, and in quarantine", m, moved)
+	}
+	if r := row(t, table, s.Addr); !strings.Contains(r, moved) || !strings.Contains(r, "yes, votes in 1s") {
+		t.Errorf("table: the round that saw the count move: %q; want %q and its quarantine of 1s", r, moved)
+	}
+
+	rep, table = w.round(t, 600*time.Millisecond)
+	m = rep.Masters[0]
+	if m.Votes || !m.Quarantined || m.Unsafe != "" || !strings.Contains(m.Error, moved) {
+		t.Errorf("--json: a round 600ms later, the count unchanged: %+v; want it in quarantine, not unsafe, its error naming %q", m, moved)
+	}
+	if r := row(t, table, s.Addr); !strings.Contains(r, moved) || !strings.Contains(r, "yes, votes in 400ms") {
+		t.Errorf("table: a round 600ms later: %q; want %q and 400ms of quarantine left", r, moved)
+	}
+	if !rep.Healthy || !strings.Contains(table, "quorum: healthy: 2 of 3 masters can vote") {
+		t.Errorf("want 2 of 3 masters voting:\n%s", table)
+	}
+
+	rep, table = w.round(t, 400*time.Millisecond)
+	if m = rep.Masters[0]; !m.Votes || m.Quarantined || m.Error != "" {
+		t.Errorf("--json: a period after the count moved: %+v; want it voting", m)
+	}
+	if !strings.Contains(table, "quorum: healthy: 3 of 3 masters can vote") {
+		t.Errorf("a period after the count moved, want 3 of 3 masters voting:\n%s", table)
+	}
+}
+
+// TestStatusWatchEvictedKeysShard: the engine compares each shard's
+// evicted_keys of a Redis Cluster master on its own, and keeps a shard that
+// dropped keys out for a quarantine period; status --watch shows that
+// shard, and so the cluster, as not voting, then in quarantine, saying why,
+// and the cluster voting once the period is over.
+func TestStatusWatchEvictedKeysShard(t *testing.T) {
+	const q = time.Second
+	c := redistest.StartCluster(t, 2)
+	w := startWatchPair(t, "redis+cluster://"+c[0].Addr+";"+c[1].Addr, q, time.Now())
+	// Fresh shards are in restart quarantine: wait until their uptime ends
+	// it, round after round.
+	rep, _ := w.round(t, 0)
+	for deadline := time.Now().Add(30 * time.Second); !rep.Healthy; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the cluster still does not vote: %+v", rep)
+		}
+		time.Sleep(100 * time.Millisecond) // the servers' uptime, in whole seconds
+		rep, _ = w.round(t, 0)
+	}
+
+	n := evictAll(t, c[0])
+	moved := fmt.Sprintf("evicted_keys rose from 0 to %d", n)
+	rep, table := w.round(t, 0)
+	m := rep.Masters[0]
+	if m.Votes || !strings.Contains(m.Unsafe, "shard "+c[0].Addr) || !strings.Contains(m.Unsafe, moved+" since the last round") {
+		t.Errorf("--json: the cluster: votes %v, unsafe %q; want it not voting for shard %s, naming %q", m.Votes, m.Unsafe, c[0].Addr, moved)
+	}
+	for _, s := range m.Shards {
+		// The other shard is not probed once one is unsafe, so its vote
+		// is not asserted, only that it is not blamed.
+		dropped := s.Addr == c[0].Addr
+		if (dropped && (s.Votes || !s.Quarantined)) || strings.Contains(s.Unsafe, moved) != dropped {
+			t.Errorf("--json: shard %s: votes %v, quarantined %v, unsafe %q; want the shard that dropped keys alone unsafe, naming %q, and in quarantine", s.Addr, s.Votes, s.Quarantined, s.Unsafe, moved)
+		}
+	}
+	if r := row(t, table, "shard "+c[0].Addr); !strings.Contains(r, moved) || !strings.Contains(r, "quarantined yes, votes in 1s") {
+		t.Errorf("table: %q; want %q and its quarantine of 1s", r, moved)
+	}
+	if !strings.Contains(table, "quorum: NOT healthy: 0 of 1 masters can vote") {
+		t.Errorf("table: want the cluster not voting:\n%s", table)
+	}
+
+	rep, table = w.round(t, 600*time.Millisecond)
+	m = rep.Masters[0]
+	if m.Votes || !m.Quarantined || m.Unsafe != "" || !strings.Contains(m.Error, "shard "+c[0].Addr) || !strings.Contains(m.Error, moved) {
+		t.Errorf("--json: the cluster 600ms later, the count unchanged: %+v; want it in quarantine, not unsafe, its error naming shard %s and %q", m, c[0].Addr, moved)
+	}
+	if r := row(t, table, "shard "+c[0].Addr); !strings.Contains(r, moved) || !strings.Contains(r, "quarantined yes, votes in 400ms") {
+		t.Errorf("table: 600ms later: %q; want %q and 400ms of quarantine left", r, moved)
+	}
+	if !strings.Contains(table, "no vote for the keys of 8192 of 16384 slots") {
+		t.Errorf("table: want the cluster saying which slots it does not vote for:\n%s", table)
+	}
+
+	rep, table = w.round(t, 400*time.Millisecond)
+	if !rep.Healthy || !strings.Contains(table, "quorum: healthy: 1 of 1 masters can vote") {
+		t.Errorf("a period after the count moved: %+v; want the cluster voting again:\n%s", rep.Masters[0], table)
+	}
+}
