@@ -57,6 +57,13 @@ vote, so locks can be granted.
 --quarantine should be what the lock takers use: their largest --ttl (10s by
 default), or their --quarantine.
 
+--watch also compares each master's (each shard's) evicted_keys with the last
+round that read the same process (run_id): a count that moved, up or down
+(CONFIG RESETSTAT), means it dropped keys, maybe a lock's, so that round shows
+it not voting, as the engine would, and it stays in quarantine for
+--quarantine from that round (with --quarantine 0, until a round finds the
+count unchanged). A new run_id (a restart) starts the comparison afresh.
+
 Exit status: 0 when the quorum is healthy, 1 when it is not, 2 on a usage or
 setup error.`,
 		Example: `  redlock status --nodes 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379,10.0.0.4:6379,10.0.0.5:6379
@@ -131,6 +138,10 @@ type statusReport struct {
 	voters int
 }
 
+// masterStatus is one master, as --json prints it. Quarantined: up for less
+// than --quarantine (it may have forgotten locks when it restarted), or,
+// with --watch, a round less than --quarantine ago found its evicted_keys
+// moved (Error says so).
 type masterStatus struct {
 	Addr        string  `json:"addr"`
 	Reachable   bool    `json:"reachable"`
@@ -139,8 +150,9 @@ type masterStatus struct {
 	UptimeS     int64   `json:"uptime_s"`
 	Quarantined bool    `json:"quarantined"`
 	// Unsafe says why the master's configuration can drop a lock's key
-	// (a replica, or an eviction policy under a memory limit); the engine
-	// counts no vote from it.
+	// (a replica, or an eviction policy under a memory limit), or, with
+	// --watch, that it dropped keys since the last round that read it
+	// (its evicted_keys moved); the engine counts no vote from it.
 	Unsafe string `json:"unsafe,omitempty"`
 	// Writable: whether a probe key could be set and deleted (on a Redis
 	// Cluster master: one in each shard's slots, and every one could);
@@ -169,7 +181,7 @@ func (m *masterStatus) votes() bool {
 // status checks every master and prints the report. It returns nil when the
 // quorum is healthy, else an *exitError.
 func status(ctx context.Context, w io.Writer, o statusOptions) error {
-	rep := checkMasters(ctx, o)
+	rep := checkMasters(ctx, o, nil)
 	if ctx.Err() != nil {
 		return &exitError{code: exitInterrupted, err: errors.New("interrupted")}
 	}
@@ -186,11 +198,13 @@ func status(ctx context.Context, w io.Writer, o statusOptions) error {
 	return nil
 }
 
-func checkMasters(ctx context.Context, o statusOptions) *statusReport {
+// checkMasters checks every master at once; mem is what the rounds of
+// status --watch before this one read (nil for a single report).
+func checkMasters(ctx context.Context, o statusOptions, mem *watchMemory) *statusReport {
 	rep := &statusReport{Masters: make([]masterStatus, len(o.Nodes)), Quorum: len(o.Nodes)/2 + 1}
 	var wg sync.WaitGroup
 	for i, addr := range o.Nodes {
-		wg.Go(func() { rep.Masters[i] = checkMaster(ctx, addr, o) })
+		wg.Go(func() { rep.Masters[i] = checkMaster(ctx, addr, o, mem.master(i)) })
 	}
 	wg.Wait()
 	for i := range rep.Masters {
@@ -202,10 +216,11 @@ func checkMasters(ctx context.Context, o statusOptions) *statusReport {
 	return rep
 }
 
-// checkMaster connects to one master, PINGs it and reads INFO server.
-func checkMaster(ctx context.Context, addr string, o statusOptions) masterStatus {
+// checkMaster connects to one master, PINGs it and reads INFO server; mem
+// (nil for a single report) is what the rounds before read of it.
+func checkMaster(ctx context.Context, addr string, o statusOptions, mem *masterMemory) masterStatus {
 	if rediscluster.IsAddr(addr) {
-		return checkCluster(ctx, addr, o)
+		return checkCluster(ctx, addr, o, mem)
 	}
 	cfg, err := redis.ParseAddr(addr) // validated already
 	m := masterStatus{Addr: cfg.Addr}
@@ -239,11 +254,23 @@ func checkMaster(ctx context.Context, addr string, o statusOptions) masterStatus
 	if o.Quarantine > 0 && info.Uptime < o.Quarantine {
 		m.Quarantined, m.votesIn = true, o.Quarantine-info.Uptime
 	}
+	var evicted string
+	if mem != nil {
+		// Before the configuration's verdict, as the engine: the count
+		// is remembered whatever else keeps the master out.
+		at := mem.now()
+		evicted = mem.observe(info, at)
+		if left, why := mem.keptOut(o.Quarantine, at); left > 0 {
+			m.Quarantined, m.votesIn, m.Error = true, max(m.votesIn, left), why
+		}
+	}
 	switch {
 	case info.ReplicaOf != "":
 		m.Unsafe = "replica of " + info.ReplicaOf + ": its keys follow its master's (REPLICAOF NO ONE, or list independent masters)"
 	case info.Eviction != "":
 		m.Unsafe = "evicts keys, a held lock's among them: " + info.Eviction + " (CONFIG SET maxmemory-policy noeviction)"
+	case evicted != "":
+		m.Unsafe = evicted
 	}
 	if m.Unsafe != "" {
 		m.Error = "does not vote: " + m.Unsafe

@@ -46,8 +46,10 @@ type shardStatus struct {
 // the others vote for theirs. The cluster's row counts it as a vote only
 // when every shard answers, none is in quarantine, none is unsafe and each
 // sets and deletes a probe key of its own slots, since only then does it
-// vote for every key; it shows the longest quarantine of its shards.
-func checkCluster(ctx context.Context, addr string, o statusOptions) masterStatus {
+// vote for every key; it shows the longest quarantine of its shards. With
+// mem (status --watch), each shard's evicted_keys is compared with the last
+// round's, as the engine compares each shard's.
+func checkCluster(ctx context.Context, addr string, o statusOptions, mem *masterMemory) masterStatus {
 	cfg, err := rediscluster.ParseAddr(addr)
 	if err != nil {
 		return masterStatus{Addr: addr, Error: err.Error()}
@@ -73,6 +75,12 @@ func checkCluster(ctx context.Context, addr string, o statusOptions) masterStatu
 	m.rtt = time.Since(start)
 	m.Reachable, m.known = true, true
 	var ids []string
+	var at time.Time
+	if mem != nil {
+		at = mem.now()
+	}
+	var keptLeft time.Duration // the longest a shard is kept out for keys it dropped
+	var keptWhy string         // the first such shard's reason
 	for i, s := range shards {
 		ss := shardStatus{Addr: s.Addr, Slots: s.Slots, Replicas: s.Replicas, Reachable: s.Reachable, tag: s.Tag}
 		m.Replicas += s.Replicas
@@ -89,11 +97,25 @@ func checkCluster(ctx context.Context, addr string, o statusOptions) masterStatu
 			if o.Quarantine > 0 && s.Info.Uptime < o.Quarantine {
 				ss.Quarantined, ss.votesIn = true, o.Quarantine-s.Info.Uptime
 			}
+			var evicted string
+			if mem != nil {
+				c := mem.shard(s.Addr)
+				evicted = c.observe(s.Info, at)
+				if left, why := c.keptOut(o.Quarantine, at); left > 0 {
+					ss.Quarantined, ss.votesIn, ss.Error = true, max(ss.votesIn, left), why
+					if keptWhy == "" {
+						keptWhy = "shard " + s.Addr + " " + why
+					}
+					keptLeft = max(keptLeft, left)
+				}
+			}
 			switch {
 			case s.Info.ReplicaOf != "":
 				ss.Unsafe = "replica of " + s.Info.ReplicaOf + ": its keys follow its master's"
 			case s.Info.Eviction != "":
 				ss.Unsafe = "evicts keys, a held lock's among them: " + s.Info.Eviction + " (CONFIG SET maxmemory-policy noeviction)"
+			case evicted != "":
+				ss.Unsafe = evicted
 			}
 			if ss.Unsafe != "" {
 				ss.Error = "does not vote: " + ss.Unsafe
@@ -115,6 +137,9 @@ func checkCluster(ctx context.Context, addr string, o statusOptions) masterStatu
 		if o.Quarantine > 0 && m.uptime < o.Quarantine {
 			m.Quarantined, m.votesIn = true, o.Quarantine-m.uptime
 		}
+		if keptLeft > 0 {
+			m.Quarantined, m.votesIn = true, max(m.votesIn, keptLeft)
+		}
 	}
 	switch {
 	case err != nil:
@@ -131,6 +156,9 @@ func checkCluster(ctx context.Context, addr string, o statusOptions) masterStatu
 		} else {
 			m.Writable = new(true)
 		}
+	}
+	if m.Error == "" && m.Quarantined {
+		m.Error = keptWhy
 	}
 	for i := range m.Shards {
 		s := &m.Shards[i]

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/quorumlock/redlock/transport"
 )
 
 // clearScreen moves a terminal's cursor home and clears the screen.
@@ -15,7 +17,8 @@ const clearScreen = "\x1b[H\x1b[2J"
 // (Ctrl-C), then returns nil: watching has no verdict of its own. On a
 // terminal each round replaces the last; elsewhere (a pipe, a file) the
 // rounds follow each other, each under a line with its time, and --json
-// prints one object per line.
+// prints one object per line. Unlike a single report, a round compares
+// each master's evicted_keys with the round before (watchMemory).
 func watchStatus(ctx context.Context, w io.Writer, o statusOptions) error {
 	t := time.NewTicker(o.Watch)
 	defer t.Stop()
@@ -27,8 +30,9 @@ func watchStatus(ctx context.Context, w io.Writer, o statusOptions) error {
 // and move the clock without waiting: a round at once, then one per tick.
 func watchRounds(ctx context.Context, w io.Writer, o statusOptions, tick <-chan time.Time, now func() time.Time) error {
 	term := isTerminal(w)
+	mem := newWatchMemory(len(o.Nodes), now)
 	for {
-		rep := checkMasters(ctx, o)
+		rep := checkMasters(ctx, o, mem)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -53,4 +57,103 @@ func watchRounds(ctx context.Context, w io.Writer, o statusOptions, tick <-chan 
 		case <-tick:
 		}
 	}
+}
+
+// watchMemory is what status --watch carries from one round to the next:
+// each master's evicted_keys (each shard's, on a Redis Cluster master), as
+// the engine keeps them from one read to the next. A master whose count
+// moved between two reads of one process dropped keys, a held lock's maybe
+// among them, though no read saw an evicting policy (switched to one and
+// back in between): the engine counts no vote from it then, and with the
+// quarantine on keeps it out for a period (actors/quarantine.go, unsafeOf).
+// A single report reads each master once and cannot see that.
+type watchMemory struct {
+	masters []*masterMemory // as o.Nodes
+}
+
+// masterMemory is one master's share of watchMemory, touched only by the
+// check of that master.
+type masterMemory struct {
+	now func() time.Time
+	evictionCount
+	shards map[string]*evictionCount // a cluster master's, by shard address
+}
+
+func newWatchMemory(n int, now func() time.Time) *watchMemory {
+	m := &watchMemory{masters: make([]*masterMemory, n)}
+	for i := range m.masters {
+		m.masters[i] = &masterMemory{now: now, shards: map[string]*evictionCount{}}
+	}
+	return m
+}
+
+// master is master i's memory; nil (nothing remembered) for a single
+// report.
+func (m *watchMemory) master(i int) *masterMemory {
+	if m == nil {
+		return nil
+	}
+	return m.masters[i]
+}
+
+func (m *masterMemory) shard(addr string) *evictionCount {
+	c := m.shards[addr]
+	if c == nil {
+		c = &evictionCount{}
+		m.shards[addr] = c
+	}
+	return c
+}
+
+// evictionCount is the evicted_keys of the process behind a master (or a
+// shard) as the last round that read it found them, and the last move a
+// round found.
+type evictionCount struct {
+	runID   string
+	evicted uint64
+	moved   string    // how the count last moved, "" if no round found it move
+	movedAt time.Time // when a round read that move
+}
+
+// observe records the info that a round read at time at, and returns why
+// the engine would not count the master's vote for a count that moved since
+// the last round that read the same process, or "" if it did not move. A
+// decrease counts too: CONFIG RESETSTAT zeroes the count, which hides the
+// evictions since. The first count read, or another process's (a restart,
+// another server behind the address), says nothing of keys dropped: as in
+// the engine, a restart is the restart quarantine's business.
+func (c *evictionCount) observe(info transport.ServerInfo, at time.Time) string {
+	var why string
+	switch {
+	case c.runID == "" || info.RunID != c.runID:
+		c.moved, c.movedAt = "", time.Time{}
+	case info.Evicted > c.evicted:
+		c.moved = fmt.Sprintf("rose from %d to %d", c.evicted, info.Evicted)
+		why = "it dropped keys, a held lock's maybe among them"
+	case info.Evicted < c.evicted:
+		c.moved = fmt.Sprintf("went down from %d to %d", c.evicted, info.Evicted)
+		why = "a reset (CONFIG RESETSTAT) hides any keys dropped since, a held lock's maybe among them"
+	}
+	c.runID, c.evicted = info.RunID, info.Evicted
+	if why == "" {
+		return ""
+	}
+	c.movedAt = at
+	return "evicted_keys " + c.moved + " since the last round that read it: " + why + "; the engine would not count its vote (keep maxmemory-policy noeviction)"
+}
+
+// keptOut is how much longer, at now, the engine keeps the master out for
+// the last move of its count that a round found, and why; 0 once period
+// (the quarantine) has passed since that round, or with the quarantine off:
+// the engine then counts the vote again at the next read that finds the
+// count unchanged, and so does the next round.
+func (c *evictionCount) keptOut(period time.Duration, now time.Time) (left time.Duration, why string) {
+	if c.moved == "" || period == 0 {
+		return 0, ""
+	}
+	ago := now.Sub(c.movedAt)
+	if left = period - ago; left <= 0 {
+		return 0, ""
+	}
+	return left, fmt.Sprintf("kept out for --quarantine %v after its evicted_keys %s, %v ago: it may lack a held lock's key", period, c.moved, ago.Round(time.Millisecond))
 }
