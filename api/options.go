@@ -108,8 +108,9 @@ type Quarantine struct {
 	// least the largest TTL of any lock on these masters, by any client;
 	// a lock whose TTL exceeds it is refused. Default: the engine's TTL.
 	Period time.Duration
-	// CheckInterval is how often each master's run id and uptime are read
-	// besides every reconnect. Default 1s.
+	// CheckInterval is how often each master's run id, uptime and
+	// evictions are read besides every reconnect, with the quarantine on or
+	// off (WithCheckInterval). Default 1s.
 	CheckInterval time.Duration
 }
 
@@ -358,6 +359,23 @@ func WithRestartQuarantine(period time.Duration) Option {
 			return invalid("quarantine period %v must be positive (use WithoutRestartQuarantine to switch it off)", period)
 		}
 		o.Quarantine.Off, o.Quarantine.Period = false, period
+		return nil
+	})
+}
+
+// WithCheckInterval sets how often each master's run id, uptime, eviction
+// policy and evicted_keys are read, besides on every reconnect (Quarantine's
+// CheckInterval; default 1s), with the quarantine on or off. A master that
+// evicted keys (switched to an evicting policy and back between two reads)
+// still votes until the next read finds its count moved, so a shorter
+// interval narrows that window, at the cost of one INFO per master per
+// interval. It must be at least a millisecond.
+func WithCheckInterval(d time.Duration) Option {
+	return setting(func(o *Options) error {
+		if d < time.Millisecond {
+			return invalid("check interval %v must be at least 1ms (the default is 1s)", d)
+		}
+		o.Quarantine.CheckInterval = d
 		return nil
 	})
 }
