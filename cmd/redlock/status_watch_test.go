@@ -324,3 +324,63 @@ func TestStatusWatchEvictedKeysShard(t *testing.T) {
 		t.Errorf("a period after the count moved: %+v; want the cluster voting again:\n%s", rep.Masters[0], table)
 	}
 }
+
+// TestStatusWatchUnsafeQuarantine: with the quarantine on, the engine keeps
+// a master out for a quarantine period after it was last seen unsafe (here
+// an evicting policy under a memory limit), though it is safe again: it may
+// have dropped a held lock's key meanwhile. status --watch shows it in
+// quarantine for that period from the last round that saw it unsafe, saying
+// why, and voting once the period is over.
+func TestStatusWatchUnsafeQuarantine(t *testing.T) {
+	const q = time.Second
+	servers, nodes := startMasters(t, 3)
+	s := servers[0]
+	w := startWatchPair(t, nodes, q, time.Now())
+	// Fresh masters are in restart quarantine: wait until their uptime
+	// ends it, round after round.
+	allVote := func(rep statusReport) bool {
+		for _, m := range rep.Masters {
+			if !m.Votes {
+				return false
+			}
+		}
+		return true
+	}
+	rep, _ := w.round(t, 0)
+	for deadline := time.Now().Add(30 * time.Second); !allVote(rep); {
+		if time.Now().After(deadline) {
+			t.Fatalf("masters still in restart quarantine: %+v", rep)
+		}
+		time.Sleep(100 * time.Millisecond) // the servers' uptime, in whole seconds
+		rep, _ = w.round(t, 0)
+	}
+
+	s.Do(t, nil, "CONFIG", "SET", "maxmemory", "1gb")
+	s.Do(t, nil, "CONFIG", "SET", "maxmemory-policy", "allkeys-lru")
+	const policy = "maxmemory-policy allkeys-lru"
+	rep, _ = w.round(t, 0)
+	if m := rep.Masters[0]; m.Votes || !strings.Contains(m.Unsafe, policy) {
+		t.Fatalf("--json: the round that saw the evicting policy: %+v; want it unsafe, naming %q", m, policy)
+	}
+
+	s.Do(t, nil, "CONFIG", "SET", "maxmemory-policy", "noeviction")
+	rep, table := w.round(t, 400*time.Millisecond)
+	m := rep.Masters[0]
+	if m.Votes || !m.Quarantined || m.Unsafe != "" || !strings.Contains(m.Error, "after it was last seen unsafe, 400ms ago") || !strings.Contains(m.Error, policy) {
+		t.Errorf("--json: a round 400ms later, the policy fixed: %+v; want it in quarantine, not unsafe, its error saying it was last seen unsafe 400ms ago, naming %q", m, policy)
+	}
+	if r := row(t, table, s.Addr); !strings.Contains(r, policy) || !strings.Contains(r, "yes, votes in 600ms") || !strings.Contains(r, "votes again in 600ms") {
+		t.Errorf("table: a round 400ms later: %q; want %q and 600ms of quarantine left", r, policy)
+	}
+	if !strings.Contains(table, "quorum: healthy: 2 of 3 masters can vote") {
+		t.Errorf("a round 400ms later, want 2 of 3 masters voting:\n%s", table)
+	}
+
+	rep, table = w.round(t, 600*time.Millisecond)
+	if m = rep.Masters[0]; !m.Votes || m.Quarantined || m.Error != "" {
+		t.Errorf("--json: a period after it was last seen unsafe: %+v; want it voting", m)
+	}
+	if !strings.Contains(table, "quorum: healthy: 3 of 3 masters can vote") {
+		t.Errorf("a period after it was last seen unsafe, want 3 of 3 masters voting:\n%s", table)
+	}
+}
