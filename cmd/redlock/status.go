@@ -63,6 +63,10 @@ round that read the same process (run_id): a count that moved, up or down
 it not voting, as the engine would, and it stays in quarantine for
 --quarantine from that round (with --quarantine 0, until a round finds the
 count unchanged). A new run_id (a restart) starts the comparison afresh.
+With --quarantine, a master found unsafe for any other reason too (a
+replica, an evicting policy) stays in quarantine for --quarantine after the
+last round that found it so, as the engine keeps it out: it may have dropped
+a lock's key meanwhile.
 
 Exit status: 0 when the quorum is healthy, 1 when it is not, 2 on a usage or
 setup error.`,
@@ -140,8 +144,8 @@ type statusReport struct {
 
 // masterStatus is one master, as --json prints it. Quarantined: up for less
 // than --quarantine (it may have forgotten locks when it restarted), or,
-// with --watch, a round less than --quarantine ago found its evicted_keys
-// moved (Error says so).
+// with --watch, a round less than --quarantine ago found it unsafe (its
+// evicted_keys moved, an evicting policy, a replica; Error says so).
 type masterStatus struct {
 	Addr        string  `json:"addr"`
 	Reachable   bool    `json:"reachable"`
@@ -254,23 +258,27 @@ func checkMaster(ctx context.Context, addr string, o statusOptions, mem *masterM
 	if o.Quarantine > 0 && info.Uptime < o.Quarantine {
 		m.Quarantined, m.votesIn = true, o.Quarantine-info.Uptime
 	}
-	var evicted string
+	var evicted, evictedShort, seen string
+	var at time.Time
 	if mem != nil {
 		// Before the configuration's verdict, as the engine: the count
 		// is remembered whatever else keeps the master out.
-		at := mem.now()
-		evicted = mem.observe(info, at)
-		if left, why := mem.keptOut(o.Quarantine, at); left > 0 {
-			m.Quarantined, m.votesIn, m.Error = true, max(m.votesIn, left), why
-		}
+		at = mem.now()
+		evicted, evictedShort = mem.observe(info)
 	}
 	switch {
 	case info.ReplicaOf != "":
-		m.Unsafe = "replica of " + info.ReplicaOf + ": its keys follow its master's (REPLICAOF NO ONE, or list independent masters)"
+		m.Unsafe, seen = "replica of "+info.ReplicaOf+": its keys follow its master's (REPLICAOF NO ONE, or list independent masters)", "a replica of "+info.ReplicaOf
 	case info.Eviction != "":
-		m.Unsafe = "evicts keys, a held lock's among them: " + info.Eviction + " (CONFIG SET maxmemory-policy noeviction)"
+		m.Unsafe, seen = "evicts keys, a held lock's among them: "+info.Eviction+" (CONFIG SET maxmemory-policy noeviction)", "evicts keys: "+info.Eviction
 	case evicted != "":
-		m.Unsafe = evicted
+		m.Unsafe, seen = evicted, evictedShort
+	}
+	if mem != nil {
+		mem.saw(seen, at)
+		if left, why := mem.keptOut(o.Quarantine, at); left > 0 {
+			m.Quarantined, m.votesIn, m.Error = true, max(m.votesIn, left), why
+		}
 	}
 	if m.Unsafe != "" {
 		m.Error = "does not vote: " + m.Unsafe

@@ -48,7 +48,8 @@ type shardStatus struct {
 // sets and deletes a probe key of its own slots, since only then does it
 // vote for every key; it shows the longest quarantine of its shards. With
 // mem (status --watch), each shard's evicted_keys is compared with the last
-// round's, as the engine compares each shard's.
+// round's, and a shard last seen unsafe kept in quarantine, as the engine
+// does each shard's.
 func checkCluster(ctx context.Context, addr string, o statusOptions, mem *masterMemory) masterStatus {
 	cfg, err := rediscluster.ParseAddr(addr)
 	if err != nil {
@@ -79,7 +80,7 @@ func checkCluster(ctx context.Context, addr string, o statusOptions, mem *master
 	if mem != nil {
 		at = mem.now()
 	}
-	var keptLeft time.Duration // the longest a shard is kept out for keys it dropped
+	var keptLeft time.Duration // the longest a shard is kept out since it was last seen unsafe
 	var keptWhy string         // the first such shard's reason
 	for i, s := range shards {
 		ss := shardStatus{Addr: s.Addr, Slots: s.Slots, Replicas: s.Replicas, Reachable: s.Reachable, tag: s.Tag}
@@ -97,10 +98,22 @@ func checkCluster(ctx context.Context, addr string, o statusOptions, mem *master
 			if o.Quarantine > 0 && s.Info.Uptime < o.Quarantine {
 				ss.Quarantined, ss.votesIn = true, o.Quarantine-s.Info.Uptime
 			}
-			var evicted string
+			var evicted, evictedShort, seen string
+			var c *processMemory
 			if mem != nil {
-				c := mem.shard(s.Addr)
-				evicted = c.observe(s.Info, at)
+				c = mem.shard(s.Addr)
+				evicted, evictedShort = c.observe(s.Info)
+			}
+			switch {
+			case s.Info.ReplicaOf != "":
+				ss.Unsafe, seen = "replica of "+s.Info.ReplicaOf+": its keys follow its master's", "a replica of "+s.Info.ReplicaOf
+			case s.Info.Eviction != "":
+				ss.Unsafe, seen = "evicts keys, a held lock's among them: "+s.Info.Eviction+" (CONFIG SET maxmemory-policy noeviction)", "evicts keys: "+s.Info.Eviction
+			case evicted != "":
+				ss.Unsafe, seen = evicted, evictedShort
+			}
+			if c != nil {
+				c.saw(seen, at)
 				if left, why := c.keptOut(o.Quarantine, at); left > 0 {
 					ss.Quarantined, ss.votesIn, ss.Error = true, max(ss.votesIn, left), why
 					if keptWhy == "" {
@@ -108,14 +121,6 @@ func checkCluster(ctx context.Context, addr string, o statusOptions, mem *master
 					}
 					keptLeft = max(keptLeft, left)
 				}
-			}
-			switch {
-			case s.Info.ReplicaOf != "":
-				ss.Unsafe = "replica of " + s.Info.ReplicaOf + ": its keys follow its master's"
-			case s.Info.Eviction != "":
-				ss.Unsafe = "evicts keys, a held lock's among them: " + s.Info.Eviction + " (CONFIG SET maxmemory-policy noeviction)"
-			case evicted != "":
-				ss.Unsafe = evicted
 			}
 			if ss.Unsafe != "" {
 				ss.Error = "does not vote: " + ss.Unsafe

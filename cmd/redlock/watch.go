@@ -18,7 +18,8 @@ const clearScreen = "\x1b[H\x1b[2J"
 // terminal each round replaces the last; elsewhere (a pipe, a file) the
 // rounds follow each other, each under a line with its time, and --json
 // prints one object per line. Unlike a single report, a round compares
-// each master's evicted_keys with the round before (watchMemory).
+// each master's evicted_keys with the round before, and remembers when a
+// round last saw it unsafe (watchMemory).
 func watchStatus(ctx context.Context, w io.Writer, o statusOptions) error {
 	t := time.NewTicker(o.Watch)
 	defer t.Stop()
@@ -66,7 +67,10 @@ func watchRounds(ctx context.Context, w io.Writer, o statusOptions, tick <-chan 
 // among them, though no read saw an evicting policy (switched to one and
 // back in between): the engine counts no vote from it then, and with the
 // quarantine on keeps it out for a period (actors/quarantine.go, unsafeOf).
-// A single report reads each master once and cannot see that.
+// It keeps a master out so after it was last seen unsafe for any reason (an
+// evicting policy, a replica), since it may have dropped keys meanwhile, so
+// the memory holds when a round last saw each process unsafe too. A single
+// report reads each master once and cannot see either.
 type watchMemory struct {
 	masters []*masterMemory // as o.Nodes
 }
@@ -75,14 +79,14 @@ type watchMemory struct {
 // check of that master.
 type masterMemory struct {
 	now func() time.Time
-	evictionCount
-	shards map[string]*evictionCount // a cluster master's, by shard address
+	processMemory
+	shards map[string]*processMemory // a cluster master's, by shard address
 }
 
 func newWatchMemory(n int, now func() time.Time) *watchMemory {
 	m := &watchMemory{masters: make([]*masterMemory, n)}
 	for i := range m.masters {
-		m.masters[i] = &masterMemory{now: now, shards: map[string]*evictionCount{}}
+		m.masters[i] = &masterMemory{now: now, shards: map[string]*processMemory{}}
 	}
 	return m
 }
@@ -96,64 +100,73 @@ func (m *watchMemory) master(i int) *masterMemory {
 	return m.masters[i]
 }
 
-func (m *masterMemory) shard(addr string) *evictionCount {
+func (m *masterMemory) shard(addr string) *processMemory {
 	c := m.shards[addr]
 	if c == nil {
-		c = &evictionCount{}
+		c = &processMemory{}
 		m.shards[addr] = c
 	}
 	return c
 }
 
-// evictionCount is the evicted_keys of the process behind a master (or a
-// shard) as the last round that read it found them, and the last move a
-// round found.
-type evictionCount struct {
+// processMemory is what the rounds found of the process behind a master
+// (or a shard): its evicted_keys as the last round that read it found them,
+// and why and when a round last saw it unsafe.
+type processMemory struct {
 	runID   string
 	evicted uint64
-	moved   string    // how the count last moved, "" if no round found it move
-	movedAt time.Time // when a round read that move
+	seen    string    // why a round last saw it unsafe, "" if none did
+	seenAt  time.Time // that round's time
 }
 
-// observe records the info that a round read at time at, and returns why
-// the engine would not count the master's vote for a count that moved since
-// the last round that read the same process, or "" if it did not move. A
-// decrease counts too: CONFIG RESETSTAT zeroes the count, which hides the
-// evictions since. The first count read, or another process's (a restart,
-// another server behind the address), says nothing of keys dropped: as in
-// the engine, a restart is the restart quarantine's business.
-func (c *evictionCount) observe(info transport.ServerInfo, at time.Time) string {
-	var why string
+// observe records the info that a round read, and returns why the engine
+// would not count the master's vote for a count that moved since the last
+// round that read the same process, or "" if it did not move, and the same
+// in short, as the quarantine that follows names it (saw). A decrease counts
+// too: CONFIG RESETSTAT zeroes the count, which hides the evictions since.
+// The first count read, or another process's (a restart, another server
+// behind the address), says nothing of keys dropped: as in the engine, a
+// restart is the restart quarantine's business, so the last time the old
+// process was seen unsafe is forgotten too.
+func (c *processMemory) observe(info transport.ServerInfo) (why, short string) {
+	var moved string
 	switch {
 	case c.runID == "" || info.RunID != c.runID:
-		c.moved, c.movedAt = "", time.Time{}
+		c.seen, c.seenAt = "", time.Time{}
 	case info.Evicted > c.evicted:
-		c.moved = fmt.Sprintf("rose from %d to %d", c.evicted, info.Evicted)
+		moved = fmt.Sprintf("rose from %d to %d", c.evicted, info.Evicted)
 		why = "it dropped keys, a held lock's maybe among them"
 	case info.Evicted < c.evicted:
-		c.moved = fmt.Sprintf("went down from %d to %d", c.evicted, info.Evicted)
+		moved = fmt.Sprintf("went down from %d to %d", c.evicted, info.Evicted)
 		why = "a reset (CONFIG RESETSTAT) hides any keys dropped since, a held lock's maybe among them"
 	}
 	c.runID, c.evicted = info.RunID, info.Evicted
 	if why == "" {
-		return ""
+		return "", ""
 	}
-	c.movedAt = at
-	return "evicted_keys " + c.moved + " since the last round that read it: " + why + "; the engine would not count its vote (keep maxmemory-policy noeviction)"
+	return "evicted_keys " + moved + " since the last round that read it: " + why + "; the engine would not count its vote (keep maxmemory-policy noeviction)", "evicted_keys " + moved
 }
 
-// keptOut is how much longer, at now, the engine keeps the master out for
-// the last move of its count that a round found, and why; 0 once period
+// saw records that a round at time at saw the process unsafe, why (short);
+// "" (safe) leaves the last such round remembered.
+func (c *processMemory) saw(why string, at time.Time) {
+	if why != "" {
+		c.seen, c.seenAt = why, at
+	}
+}
+
+// keptOut is how much longer, at now, the engine keeps the master out since
+// a round last saw it unsafe, and why, as the engine says it; 0 once period
 // (the quarantine) has passed since that round, or with the quarantine off:
-// the engine then counts the vote again at the next read that finds the
-// count unchanged, and so does the next round.
-func (c *evictionCount) keptOut(period time.Duration, now time.Time) (left time.Duration, why string) {
-	if c.moved == "" || period == 0 {
+// the engine then counts the vote again at the next read that finds it
+// safe, and so does the next round.
+func (c *processMemory) keptOut(period time.Duration, now time.Time) (left time.Duration, why string) {
+	if c.seen == "" || period == 0 {
 		return 0, ""
 	}
-	ago := now.Sub(c.movedAt)
+	ago := now.Sub(c.seenAt)
 	if left = period - ago; left <= 0 {
 		return 0, ""
 	}
-	return left, fmt.Sprintf("kept out for --quarantine %v after its evicted_keys %s, %v ago: it may lack a held lock's key", period, c.moved, ago.Round(time.Millisecond))
+	return left, fmt.Sprintf("kept out for --quarantine %v after it was last seen unsafe, %v ago (%s); votes again in %v", period, ago.Round(time.Millisecond), c.seen, left.Round(time.Millisecond))
 }
