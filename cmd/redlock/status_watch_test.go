@@ -80,6 +80,32 @@ func (l *watchLoop) round(t *testing.T, d time.Duration) string {
 // each change of the masters between rounds is seen by both.
 type watchPair struct{ table, json *watchLoop }
 
+// untilVoting runs rounds until ok says the masters vote, and returns the
+// last: fresh servers sit out the restart quarantine until their uptime,
+// which INFO gives in whole seconds, passes it, so this polls real time.
+func (w *watchPair) untilVoting(t *testing.T, ok func(statusReport) bool) statusReport {
+	t.Helper()
+	rep, _ := w.round(t, 0)
+	for deadline := time.Now().Add(30 * time.Second); !ok(rep); {
+		if time.Now().After(deadline) {
+			t.Fatalf("masters still in restart quarantine: %+v", rep)
+		}
+		time.Sleep(100 * time.Millisecond)
+		rep, _ = w.round(t, 0)
+	}
+	return rep
+}
+
+// allVote says whether every master of rep votes.
+func allVote(rep statusReport) bool {
+	for _, m := range rep.Masters {
+		if !m.Votes {
+			return false
+		}
+	}
+	return true
+}
+
 func startWatchPair(t *testing.T, nodes string, quarantine time.Duration, start time.Time) *watchPair {
 	t.Helper()
 	o := defaultStatusOptions()
@@ -216,22 +242,7 @@ func TestStatusWatchEvictedKeysQuarantine(t *testing.T) {
 	w := startWatchPair(t, nodes, q, time.Now())
 	// Fresh masters are in restart quarantine: wait until their uptime
 	// ends it, round after round.
-	allVote := func(rep statusReport) bool {
-		for _, m := range rep.Masters {
-			if !m.Votes {
-				return false
-			}
-		}
-		return true
-	}
-	rep, _ := w.round(t, 0)
-	for deadline := time.Now().Add(30 * time.Second); !allVote(rep); {
-		if time.Now().After(deadline) {
-			t.Fatalf("masters still in restart quarantine: %+v", rep)
-		}
-		time.Sleep(100 * time.Millisecond) // the servers' uptime, in whole seconds
-		rep, _ = w.round(t, 0)
-	}
+	rep := w.untilVoting(t, allVote)
 
 	n := evictAll(t, s)
 	moved := fmt.Sprintf("evicted_keys rose from 0 to %d", n)
@@ -276,14 +287,7 @@ func TestStatusWatchEvictedKeysShard(t *testing.T) {
 	w := startWatchPair(t, "redis+cluster://"+c[0].Addr+";"+c[1].Addr, q, time.Now())
 	// Fresh shards are in restart quarantine: wait until their uptime ends
 	// it, round after round.
-	rep, _ := w.round(t, 0)
-	for deadline := time.Now().Add(30 * time.Second); !rep.Healthy; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the cluster still does not vote: %+v", rep)
-		}
-		time.Sleep(100 * time.Millisecond) // the servers' uptime, in whole seconds
-		rep, _ = w.round(t, 0)
-	}
+	rep := w.untilVoting(t, func(rep statusReport) bool { return rep.Healthy })
 
 	n := evictAll(t, c[0])
 	moved := fmt.Sprintf("evicted_keys rose from 0 to %d", n)
@@ -338,22 +342,7 @@ func TestStatusWatchUnsafeQuarantine(t *testing.T) {
 	w := startWatchPair(t, nodes, q, time.Now())
 	// Fresh masters are in restart quarantine: wait until their uptime
 	// ends it, round after round.
-	allVote := func(rep statusReport) bool {
-		for _, m := range rep.Masters {
-			if !m.Votes {
-				return false
-			}
-		}
-		return true
-	}
-	rep, _ := w.round(t, 0)
-	for deadline := time.Now().Add(30 * time.Second); !allVote(rep); {
-		if time.Now().After(deadline) {
-			t.Fatalf("masters still in restart quarantine: %+v", rep)
-		}
-		time.Sleep(100 * time.Millisecond) // the servers' uptime, in whole seconds
-		rep, _ = w.round(t, 0)
-	}
+	rep := w.untilVoting(t, allVote)
 
 	s.Do(t, nil, "CONFIG", "SET", "maxmemory", "1gb")
 	s.Do(t, nil, "CONFIG", "SET", "maxmemory-policy", "allkeys-lru")
