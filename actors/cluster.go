@@ -75,9 +75,10 @@ func Start(cfg Config) (*Cluster, error) {
 	}
 	system := actor.NewActorSystem(
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }),
-		// A dead letter (a timer that fired as Close cancelled it) starts a
-		// goroutine that lives for this interval; keep it short so Close
-		// leaves nothing running for long.
+		// A dead letter that protoactor logs starts a goroutine that lives
+		// for this interval. The engine's own late messages skip the log
+		// (deadletter.go); anything else that reaches a stopped actor
+		// would start it, so it is kept short.
 		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 	)
 	c := &Cluster{system: system, timeout: cfg.MasterTimeout, quorum: n/2 + 1}
