@@ -54,13 +54,16 @@ test: deps fmt-check vet portability
 		GOWORK=off $(GO) test -race -count=1 -timeout 5m ./...
 	cd bench/redsync && GOWORK=off $(GO) mod tidy -diff
 
-# make portability - the library builds for PLATFORMS (GOOS/GOARCH), the
-# command for Windows, and the tests of OSPKGS for darwin. make test checks the platforms that differ most from
+# make portability - the library builds for PLATFORMS (GOOS/GOARCH), every package (the command,
+# bench and its tools) for WHOLE, and the tests of OSPKGS for darwin. make test checks the platforms that differ most from
 # this one (no Unix; plan9's and wasip1's syscall packages; 32 bits), since
 # every platform costs a cold compile of the standard library (~30s);
 # PLATFORMS=all checks every platform `go tool dist list` names.
 LIBRARY := ./api ./engine ./actors ./transport/...
 PLATFORMS ?= windows/amd64 plan9/amd64 wasip1/wasm linux/386
+# WHOLE: `go build ./...` must not fail for a developer on Windows or on a 32-bit
+# Linux (a Raspberry Pi), whose syscall structs differ (Rusage's counters are int32 there).
+WHOLE := windows/amd64 linux/386
 # OSPKGS have files built for one OS only (_linux, _other, build tags): their tests must compile on a
 # developer's Mac too, where redis-server runs as well, so make test type-checks them for darwin.
 OSPKGS := ./transport/redis ./internal/... ./bench ./cmd/redlock
@@ -69,8 +72,10 @@ portability:
 		echo "go build library for $$p"; \
 		GOOS=$${p%/*} GOARCH=$${p#*/} CGO_ENABLED=0 $(GO) build $(LIBRARY); \
 	done
-	@echo "go build ./cmd/redlock for windows/amd64"
-	@GOOS=windows GOARCH=amd64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/redlock
+	@set -e; for p in $(WHOLE); do \
+		echo "go build ./... for $$p"; \
+		GOOS=$${p%/*} GOARCH=$${p#*/} CGO_ENABLED=0 $(GO) build ./...; \
+	done
 	@echo "go vet (tests included) for darwin/arm64 of the packages with files for one OS"
 	@GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) vet $(OSPKGS)
 
