@@ -16,7 +16,7 @@ func ReadCost() Cost {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
 		c.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		c.Voluntary, c.Involuntary = ru.Nvcsw, ru.Nivcsw
+		c.Voluntary, c.Involuntary = int64(ru.Nvcsw), int64(ru.Nivcsw) // int32 on 32-bit Linux
 		c.HaveCPU = true
 	}
 	// The read of /proc/self/io is itself one read(2): noise of one call

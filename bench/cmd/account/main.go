@@ -19,7 +19,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/quorumlock/redlock/bench"
@@ -63,11 +62,8 @@ func run(out io.Writer, nodes string, cycles int64, name string, asJSON bool, ar
 	if !m.Have || (pids != nil && !m.HaveProcs) {
 		return errors.New("/proc/stat or a server's /proc/<pid>/stat could not be read")
 	}
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		return errors.New("no resource usage of the command on this platform")
-	}
-	client := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	// UserTime and SystemTime are the rusage's on Unix, and build everywhere.
+	client := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	a := bench.AccountFor(m, client, wall, cycles)
 	if asJSON {
 		return json.NewEncoder(out).Encode(struct {

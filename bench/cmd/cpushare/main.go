@@ -1,8 +1,11 @@
+//go:build unix
+
 // Command cpushare measures the CPU a process with two busy threads gets on
 // this machine now: it spins two goroutines (GOMAXPROCS 2) for -d and prints
 // the process's CPU over the wall time, in cores. Run beside a load (CPU
 // hogs, other engineers) it is the most CPU a held-lock client could have
-// at that load (BENCHMARKS.md, "Held locks under load").
+// at that load (BENCHMARKS.md, "Held locks under load"). It reads its CPU
+// with getrusage(2), so it builds on Unix only.
 package main
 
 import (
