@@ -13,7 +13,10 @@ import (
 // errStale fails an acquire that waited in the queue past its attempt's
 // deadline (see coordinator.queueLimit): sending it would only take a key
 // that must be released again. The coordinator retries such an attempt
-// rather than report healthy masters as unreachable.
+// rather than report healthy masters as unreachable. It also fails an
+// extension still queued at its lock's validity end (expires.go), which
+// could no longer keep the lock: behind one slow batch of a short-TTL lock,
+// that is the round trip the error's headline already blames.
 var errStale = errors.New("timed out waiting in the node's queue")
 
 // node is the actor of one master. It queues operations and, whenever fewer
