@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock/internal/redisproc"
 	"github.com/quorumlock/redlock/internal/redistest"
 )
 
@@ -371,5 +372,143 @@ func TestStatusWatchUnsafeQuarantine(t *testing.T) {
 	}
 	if !strings.Contains(table, "quorum: healthy: 3 of 3 masters can vote") {
 		t.Errorf("a period after it was last seen unsafe, want 3 of 3 masters voting:\n%s", table)
+	}
+}
+
+// upFor waits until s has been up for at least d as status reads it: its
+// INFO's uptime_in_seconds less a second (transport/redis, ServerInfo). It
+// reads s directly: a round of status --watch meanwhile would see its new
+// run id before the test means it to.
+func upFor(t *testing.T, s *redistest.Server, d time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		secs, err := strconv.ParseInt(s.Info(t, "server", "uptime_in_seconds"), 10, 64)
+		if err != nil {
+			t.Fatalf("%s: uptime_in_seconds: %v", s.Addr, err)
+		}
+		if time.Duration(secs-1)*time.Second >= d {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: uptime_in_seconds %d, want %v more than a second", s.Addr, secs, d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// restartedMsg is what the error of a master (a shard) kept out after a
+// round found another process behind it says, at a round ago after that
+// one, with left of its quarantine to go.
+func restartedMsg(ago, left string) []string {
+	return []string{"after a round found another process behind it, " + ago + " ago", "votes again in " + left}
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestStatusWatchRestartQuarantine: when the run id behind an address
+// changes (a restart, or another server behind it), the engine keeps the
+// master out for a quarantine period from the read that saw the change,
+// whatever the new process's uptime: a process up for long may never have
+// held our keys (actors/quarantine.go, startOf). status --watch shows it in
+// quarantine for that period from the round that saw the new run id,
+// saying why, though its uptime is past --quarantine, and voting once the
+// period is over.
+func TestStatusWatchRestartQuarantine(t *testing.T) {
+	const q = time.Second
+	servers, nodes := startMasters(t, 3)
+	s := servers[0]
+	w := startWatchPair(t, nodes, q, time.Now())
+	// Fresh masters are in restart quarantine: wait until their uptime
+	// ends it, round after round.
+	rep := w.untilVoting(t, allVote)
+	old := rep.Masters[0].RunID
+
+	// No round meanwhile: the next one is the first to see the new
+	// process, already up for the quarantine period.
+	s.Restart(t)
+	upFor(t, s, q)
+	rep, table := w.round(t, 0)
+	m := rep.Masters[0]
+	if m.RunID == old {
+		t.Fatalf("run id %s after a restart, as before", old)
+	}
+	if m.Votes || !m.Quarantined || m.Unsafe != "" || !containsAll(m.Error, restartedMsg("0s", "1s")) {
+		t.Errorf("--json: the round that found another run id, the new process up for %v: %+v; want it in quarantine, not unsafe, its error saying %q", q, m, restartedMsg("0s", "1s"))
+	}
+	if r := row(t, table, s.Addr); !strings.Contains(r, "yes, votes in 1s") || !containsAll(r, restartedMsg("0s", "1s")) {
+		t.Errorf("table: the round that found another run id: %q; want a quarantine of 1s, and why", r)
+	}
+	if !rep.Healthy || !strings.Contains(table, "quorum: healthy: 2 of 3 masters can vote") {
+		t.Errorf("the round that found another run id, want 2 of 3 masters voting:\n%s", table)
+	}
+
+	rep, table = w.round(t, 600*time.Millisecond)
+	m = rep.Masters[0]
+	if m.Votes || !m.Quarantined || m.Unsafe != "" || !containsAll(m.Error, restartedMsg("600ms", "400ms")) {
+		t.Errorf("--json: a round 600ms later: %+v; want it in quarantine, its error saying %q", m, restartedMsg("600ms", "400ms"))
+	}
+	if r := row(t, table, s.Addr); !strings.Contains(r, "yes, votes in 400ms") {
+		t.Errorf("table: a round 600ms later: %q; want 400ms of quarantine left", r)
+	}
+
+	rep, table = w.round(t, 400*time.Millisecond)
+	if m = rep.Masters[0]; !m.Votes || m.Quarantined || m.Error != "" {
+		t.Errorf("--json: a period after the round that found another run id: %+v; want it voting", m)
+	}
+	if !strings.Contains(table, "quorum: healthy: 3 of 3 masters can vote") {
+		t.Errorf("a period after the round that found another run id, want 3 of 3 masters voting:\n%s", table)
+	}
+}
+
+// TestStatusWatchRestartQuarantineShard: the engine quarantines each shard
+// of a Redis Cluster master on its own, for a period from the read that
+// found another run id behind it, whatever its uptime
+// (actors/shardquarantine.go); status --watch shows that shard, and so the
+// cluster, in quarantine for that period, saying why, and the cluster
+// voting once it is over.
+func TestStatusWatchRestartQuarantineShard(t *testing.T) {
+	const q = time.Second
+	c := redistest.StartCluster(t, 2)
+	w := startWatchPair(t, "redis+cluster://"+c[0].Addr+";"+c[1].Addr, q, time.Now())
+	w.untilVoting(t, func(rep statusReport) bool { return rep.Healthy })
+
+	c[1].Restart(t)
+	if err := redisproc.WaitClusterOK(context.Background(), []*redisproc.Server{c[0].Server, c[1].Server}); err != nil {
+		t.Fatal(err)
+	}
+	upFor(t, c[1], q)
+	rep, table := w.round(t, 0)
+	m := rep.Masters[0]
+	if m.Votes || !m.Quarantined || !strings.Contains(m.Error, "shard "+c[1].Addr) || !containsAll(m.Error, restartedMsg("0s", "1s")) {
+		t.Errorf("--json: the cluster, in the round that found another run id behind shard %s: %+v; want it in quarantine, its error naming the shard and saying %q", c[1].Addr, m, restartedMsg("0s", "1s"))
+	}
+	for _, s := range m.Shards {
+		restarted := s.Addr == c[1].Addr
+		if s.Quarantined != restarted || (restarted && (s.Votes || !containsAll(s.Error, restartedMsg("0s", "1s")))) {
+			t.Errorf("--json: shard %s: votes %v, quarantined %v, error %q; want the restarted shard alone in quarantine, saying why", s.Addr, s.Votes, s.Quarantined, s.Error)
+		}
+	}
+	if r := row(t, table, "shard "+c[1].Addr); !strings.Contains(r, "quarantined yes, votes in 1s") {
+		t.Errorf("table: %q; want a quarantine of 1s", r)
+	}
+	if !strings.Contains(table, "no vote for the keys of 8192 of 16384 slots") || !strings.Contains(table, "quorum: NOT healthy: 0 of 1 masters can vote") {
+		t.Errorf("table: want the cluster not voting for the restarted shard's slots:\n%s", table)
+	}
+
+	rep, table = w.round(t, 600*time.Millisecond)
+	if r := row(t, table, "shard "+c[1].Addr); !strings.Contains(r, "quarantined yes, votes in 400ms") || !containsAll(r, restartedMsg("600ms", "400ms")) {
+		t.Errorf("table: 600ms later: %q; want 400ms of quarantine left, and why", r)
+	}
+
+	rep, table = w.round(t, 400*time.Millisecond)
+	if !rep.Healthy || !strings.Contains(table, "quorum: healthy: 1 of 1 masters can vote") {
+		t.Errorf("a period after the round that found another run id: %+v; want the cluster voting again:\n%s", rep.Masters[0], table)
 	}
 }
