@@ -66,7 +66,10 @@ count unchanged). A new run_id (a restart) starts the comparison afresh.
 With --quarantine, a master found unsafe for any other reason too (a
 replica, an evicting policy) stays in quarantine for --quarantine after the
 last round that found it so, as the engine keeps it out: it may have dropped
-a lock's key meanwhile.
+a lock's key meanwhile. And one whose run_id changed between two rounds (a
+restart, or another server behind the address) stays in quarantine for
+--quarantine from the round that found the change, whatever the new
+process's uptime, as the engine keeps it out from the read that found it.
 
 Exit status: 0 when the quorum is healthy, 1 when it is not, 2 on a usage or
 setup error.`,
@@ -145,7 +148,8 @@ type statusReport struct {
 // masterStatus is one master, as --json prints it. Quarantined: up for less
 // than --quarantine (it may have forgotten locks when it restarted), or,
 // with --watch, a round less than --quarantine ago found it unsafe (its
-// evicted_keys moved, an evicting policy, a replica; Error says so).
+// evicted_keys moved, an evicting policy, a replica) or found another run_id
+// behind it than the round before (Error says so).
 type masterStatus struct {
 	Addr        string  `json:"addr"`
 	Reachable   bool    `json:"reachable"`
@@ -264,7 +268,7 @@ func checkMaster(ctx context.Context, addr string, o statusOptions, mem *masterM
 		// Before the configuration's verdict, as the engine: the count
 		// is remembered whatever else keeps the master out.
 		at = mem.now()
-		evicted, evictedShort = mem.observe(info)
+		evicted, evictedShort = mem.observe(info, at)
 	}
 	switch {
 	case info.ReplicaOf != "":
@@ -276,7 +280,7 @@ func checkMaster(ctx context.Context, addr string, o statusOptions, mem *masterM
 	}
 	if mem != nil {
 		mem.saw(seen, at)
-		if left, why := mem.keptOut(o.Quarantine, at); left > 0 {
+		if left, why := mem.keptOut(o.Quarantine, m.votesIn, at); left > 0 {
 			m.Quarantined, m.votesIn, m.Error = true, max(m.votesIn, left), why
 		}
 	}
@@ -336,10 +340,7 @@ func printStatus(w io.Writer, rep *statusReport, o statusOptions) {
 			rtt = m.rtt.Round(time.Microsecond).String()
 		}
 		if m.known {
-			runID = m.RunID
-			if len(runID) > 12 {
-				runID = runID[:12]
-			}
+			runID = shortID(m.RunID)
 			uptime = m.uptime.String()
 			quar = "no"
 			if m.Quarantined {

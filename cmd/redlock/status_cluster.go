@@ -102,7 +102,7 @@ func checkCluster(ctx context.Context, addr string, o statusOptions, mem *master
 			var c *processMemory
 			if mem != nil {
 				c = mem.shard(s.Addr)
-				evicted, evictedShort = c.observe(s.Info)
+				evicted, evictedShort = c.observe(s.Info, at)
 			}
 			switch {
 			case s.Info.ReplicaOf != "":
@@ -114,7 +114,7 @@ func checkCluster(ctx context.Context, addr string, o statusOptions, mem *master
 			}
 			if c != nil {
 				c.saw(seen, at)
-				if left, why := c.keptOut(o.Quarantine, at); left > 0 {
+				if left, why := c.keptOut(o.Quarantine, ss.votesIn, at); left > 0 {
 					ss.Quarantined, ss.votesIn, ss.Error = true, max(ss.votesIn, left), why
 					if keptWhy == "" {
 						keptWhy = "shard " + s.Addr + " " + why

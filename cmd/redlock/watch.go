@@ -69,8 +69,11 @@ func watchRounds(ctx context.Context, w io.Writer, o statusOptions, tick <-chan 
 // quarantine on keeps it out for a period (actors/quarantine.go, unsafeOf).
 // It keeps a master out so after it was last seen unsafe for any reason (an
 // evicting policy, a replica), since it may have dropped keys meanwhile, so
-// the memory holds when a round last saw each process unsafe too. A single
-// report reads each master once and cannot see either.
+// the memory holds when a round last saw each process unsafe too; and for a
+// period after a read found another run id behind the address, whatever the
+// new process's uptime, so it holds each master's run id and when a round
+// last found it changed. A single report reads each master once and cannot
+// see any of these.
 type watchMemory struct {
 	masters []*masterMemory // as o.Nodes
 }
@@ -111,28 +114,42 @@ func (m *masterMemory) shard(addr string) *processMemory {
 
 // processMemory is what the rounds found of the process behind a master
 // (or a shard): its evicted_keys as the last round that read it found them,
-// and why and when a round last saw it unsafe.
+// why and when a round last saw it unsafe, and which process it replaced
+// and when a round found that.
 type processMemory struct {
 	runID   string
 	evicted uint64
 	seen    string    // why a round last saw it unsafe, "" if none did
 	seenAt  time.Time // that round's time
+	// replaced is the run id that a round found runID behind the address
+	// instead of ("" if none did: the first process the rounds read), at
+	// replacedAt.
+	replaced   string
+	replacedAt time.Time
 }
 
-// observe records the info that a round read, and returns why the engine
-// would not count the master's vote for a count that moved since the last
-// round that read the same process, or "" if it did not move, and the same
-// in short, as the quarantine that follows names it (saw). A decrease counts
-// too: CONFIG RESETSTAT zeroes the count, which hides the evictions since.
-// The first count read, or another process's (a restart, another server
-// behind the address), says nothing of keys dropped: as in the engine, a
-// restart is the restart quarantine's business, so the last time the old
-// process was seen unsafe is forgotten too.
-func (c *processMemory) observe(info transport.ServerInfo) (why, short string) {
+// observe records the info that a round at time at read, and returns why
+// the engine would not count the master's vote for a count that moved since
+// the last round that read the same process, or "" if it did not move, and
+// the same in short, as the quarantine that follows names it (saw). A
+// decrease counts too: CONFIG RESETSTAT zeroes the count, which hides the
+// evictions since. The first count read, or another process's (a restart,
+// another server behind the address), says nothing of keys dropped: as in
+// the engine, a restart is the restart quarantine's business, so the last
+// time the old process was seen unsafe is forgotten too, and another process
+// than the one a round read before is kept out for a period from this round
+// (keptOut), whatever its uptime, as the engine does from the read that
+// found it (actors/quarantine.go, startOf): a process up for long may never
+// have held our keys. The first process read has none to compare with, and
+// is trusted by its uptime, as by a fresh engine.
+func (c *processMemory) observe(info transport.ServerInfo, at time.Time) (why, short string) {
 	var moved string
 	switch {
 	case c.runID == "" || info.RunID != c.runID:
 		c.seen, c.seenAt = "", time.Time{}
+		if c.runID != "" {
+			c.replaced, c.replacedAt = c.runID, at
+		}
 	case info.Evicted > c.evicted:
 		moved = fmt.Sprintf("rose from %d to %d", c.evicted, info.Evicted)
 		why = "it dropped keys, a held lock's maybe among them"
@@ -156,17 +173,43 @@ func (c *processMemory) saw(why string, at time.Time) {
 }
 
 // keptOut is how much longer, at now, the engine keeps the master out since
-// a round last saw it unsafe, and why, as the engine says it; 0 once period
-// (the quarantine) has passed since that round, or with the quarantine off:
-// the engine then counts the vote again at the next read that finds it
-// safe, and so does the next round.
-func (c *processMemory) keptOut(period time.Duration, now time.Time) (left time.Duration, why string) {
-	if c.seen == "" || period == 0 {
+// a round last saw it unsafe, or since a round found another process behind
+// it than the one before, and why, as the engine says it; 0 once period (the
+// quarantine) has passed since that round, or with the quarantine off: the
+// engine then counts the vote again at the next read that finds it safe,
+// and so does the next round. uptimeLeft is the quarantine its uptime gives
+// it (period less its uptime, or 0): the time it votes again, as said, is
+// the later of both.
+func (c *processMemory) keptOut(period, uptimeLeft time.Duration, now time.Time) (left time.Duration, why string) {
+	if period == 0 {
 		return 0, ""
 	}
-	ago := now.Sub(c.seenAt)
-	if left = period - ago; left <= 0 {
-		return 0, ""
+	// A round that saw it unsafe is never before the one that found its
+	// process, which forgets the old process's (observe): the later says
+	// why, as the engine's quarantine since the later read.
+	switch {
+	case c.seen != "":
+		ago := now.Sub(c.seenAt)
+		if left = period - ago; left <= 0 {
+			return 0, ""
+		}
+		left = max(left, uptimeLeft)
+		return left, fmt.Sprintf("kept out for --quarantine %v after it was last seen unsafe, %v ago (%s); votes again in %v", period, ago.Round(time.Millisecond), c.seen, left.Round(time.Millisecond))
+	case c.replaced != "":
+		ago := now.Sub(c.replacedAt)
+		if left = period - ago; left <= 0 {
+			return 0, ""
+		}
+		left = max(left, uptimeLeft)
+		return left, fmt.Sprintf("kept out for --quarantine %v after a round found another process behind it, %v ago (run_id %s, was %s: restarted, or another server now behind the address, whatever its uptime); votes again in %v", period, ago.Round(time.Millisecond), shortID(c.runID), shortID(c.replaced), left.Round(time.Millisecond))
 	}
-	return left, fmt.Sprintf("kept out for --quarantine %v after it was last seen unsafe, %v ago (%s); votes again in %v", period, ago.Round(time.Millisecond), c.seen, left.Round(time.Millisecond))
+	return 0, ""
+}
+
+// shortID is a run id as the table shows it: its first 12 characters.
+func shortID(runID string) string {
+	if len(runID) > 12 {
+		return runID[:12]
+	}
+	return runID
 }
