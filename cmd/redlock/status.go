@@ -357,9 +357,11 @@ func printStatus(w io.Writer, rep *statusReport, o statusOptions) {
 	if !rep.Healthy {
 		verdict = "NOT healthy"
 	}
-	can := "reachable"
+	// What a vote takes (masterStatus.Votes), so that a master left out
+	// for a reason other than its reach is not read as a mystery.
+	can := "reachable, writable and safe"
 	if o.Quarantine > 0 {
-		can = "reachable and up for at least " + o.Quarantine.String()
+		can = "reachable, writable, safe, and out of --quarantine " + o.Quarantine.String()
 	}
 	fmt.Fprintf(w, "quorum: %s: %d of %d masters can vote (%s), %d needed\n",
 		verdict, rep.voters, len(rep.Masters), can, rep.Quorum)

@@ -82,7 +82,7 @@ func TestStatus(t *testing.T) {
 				t.Errorf("row %q: want %s reachable, not quarantined", lines[i+1], s.Addr)
 			}
 		}
-		if want := "quorum: healthy: 5 of 5 masters can vote (reachable), 3 needed"; lines[6] != want {
+		if want := "quorum: healthy: 5 of 5 masters can vote (reachable, writable and safe), 3 needed"; lines[6] != want {
 			t.Errorf("last line %q, want %q", lines[6], want)
 		}
 	})
@@ -117,7 +117,7 @@ func TestStatus(t *testing.T) {
 			t.Error("healthy with every master in quarantine")
 		}
 		r = status(t, nil, "--quarantine", "1h")
-		if !strings.Contains(r.stdout, "yes, votes in ") || !strings.Contains(r.stdout, "quorum: NOT healthy: 0 of 5 masters can vote (reachable and up for at least 1h0m0s), 3 needed") {
+		if !strings.Contains(r.stdout, "yes, votes in ") || !strings.Contains(r.stdout, "quorum: NOT healthy: 0 of 5 masters can vote (reachable, writable, safe, and out of --quarantine 1h0m0s), 3 needed") {
 			t.Errorf("table does not show the quarantine:\n%s", r.stdout)
 		}
 	})
@@ -207,7 +207,7 @@ func TestStatusInProcess(t *testing.T) {
 	if !errors.As(err, &ee) || ee.code != exitFailure {
 		t.Errorf("status: %v, want exit %d (2 of 4 up, 3 needed)", err, exitFailure)
 	}
-	if !strings.Contains(out.String(), "quorum: NOT healthy: 2 of 4 masters can vote (reachable), 3 needed") {
+	if !strings.Contains(out.String(), "quorum: NOT healthy: 2 of 4 masters can vote (reachable, writable and safe), 3 needed") {
 		t.Errorf("report:\n%s", out.String())
 	}
 }
