@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/quorumlock/redlock/api"
+	"github.com/quorumlock/redlock/transport"
 	"github.com/quorumlock/redlock/transport/rediscluster"
 )
 
@@ -38,17 +39,35 @@ type keyChecker interface {
 }
 
 func (e *Engine) checkKeys(key string, keys []string, fenced bool) error {
-	for i, t := range e.transports {
-		if kc, ok := t.(keyChecker); ok {
-			if keys == nil {
-				// Built only when some master asks: the common engine
-				// has none, and a Lock costs it no allocation here.
-				keys = []string{key}
-			}
-			if err := kc.CheckKeys(keys, fenced); err != nil {
-				return fmt.Errorf("%w: master %s: %w", api.ErrInvalidArgument, e.names[i], err)
-			}
+	for _, kc := range e.checkers {
+		if keys == nil {
+			// Built only when some master asks: the common engine
+			// has none, and a Lock costs it no allocation here.
+			keys = []string{key}
+		}
+		if err := kc.c.CheckKeys(keys, fenced); err != nil {
+			return fmt.Errorf("%w: master %s: %w", api.ErrInvalidArgument, e.names[kc.i], err)
 		}
 	}
 	return nil
+}
+
+// keyCheckerOf is master i's keyChecker.
+type keyCheckerOf struct {
+	i int
+	c keyChecker
+}
+
+// keyCheckers lists the transports of ts that are keyCheckers, found once
+// at the start: asking each transport on every Lock was five assertions of
+// an interface to another (an itab lookup each) a lock for nothing, on an
+// engine of masters that check no key.
+func keyCheckers(ts []transport.Transport) []keyCheckerOf {
+	var out []keyCheckerOf
+	for i, t := range ts {
+		if kc, ok := t.(keyChecker); ok {
+			out = append(out, keyCheckerOf{i, kc})
+		}
+	}
+	return out
 }

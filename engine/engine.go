@@ -38,6 +38,7 @@ type Engine struct {
 	opts       api.Options
 	cluster    *actors.Cluster
 	transports []transport.Transport
+	checkers   []keyCheckerOf // the transports that check keys (checkKeys)
 	names      []string
 	// lacking[c] names the masters whose transports do not declare
 	// capability c (nil: every master has it). Checked before any op that
@@ -267,7 +268,7 @@ func start(ts []transport.Transport, o api.Options, vet bool) (*Engine, error) {
 		_ = ob.m.Close()
 		return nil, newErr(err)
 	}
-	e := &Engine{opts: o, cluster: cl, transports: ts, names: names, lacking: lacking, obs: ob}
+	e := &Engine{opts: o, cluster: cl, transports: ts, checkers: keyCheckers(ts), names: names, lacking: lacking, obs: ob}
 	e.sched.init(autoSlots(o))
 	return e, nil
 }
