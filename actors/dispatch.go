@@ -21,9 +21,6 @@ import "github.com/asynkron/protoactor-go/actor"
 // one reply is the lone-request case, where there is nothing to collect.
 func newCoordinatorMailbox() actor.Mailbox {
 	m := newMailbox().(*mailbox)
-	m.inline = func(msg any) bool {
-		r, ok := msg.(*nodeReplies)
-		return ok && len(r.items) == 1
-	}
+	m.inline = inlineReplies
 	return m
 }

@@ -21,12 +21,6 @@ import "github.com/asynkron/protoactor-go/actor"
 // at 256 lockers and 5.7 % on Redis, and left one locker level.
 func loneCallMailbox() actor.Mailbox {
 	m := newCoordinatorMailbox().(*mailbox)
-	replies := m.inline
-	m.inline = func(msg any) bool {
-		if _, ok := msg.(*Call); ok {
-			return true
-		}
-		return replies(msg)
-	}
+	m.inline = inlineCalls
 	return m
 }

@@ -32,8 +32,8 @@ type mailbox struct {
 
 	// inline, if set (coordinators, see newCoordinatorMailbox), says which
 	// user messages an idle mailbox runs on the sender's goroutine instead
-	// of the dispatcher's.
-	inline func(msg any) bool
+	// of the dispatcher's (inlines).
+	inline inlineRule
 
 	// direct, if set, handles a user message instead of the invoker when
 	// its handle reports true (bypass.go).
@@ -60,7 +60,7 @@ var _ actor.Mailbox = (*mailbox)(nil)
 func (m *mailbox) PostUserMessage(msg any) {
 	// Asked before the push: once queued, msg is the receiver's (a reply
 	// batch goes back to its pool when counted).
-	in := m.inline != nil && m.inline(msg)
+	in := m.inline != 0 && m.inline.inlines(msg)
 	m.user.push(msg)
 	m.userN.Add(1)
 	if in {
@@ -76,6 +76,28 @@ func (m *mailbox) PostSystemMessage(msg any) {
 	m.sys.push(msg)
 	m.sysN.Add(1)
 	m.schedule()
+}
+
+// inlineRule is which user messages an idle mailbox runs on the sender's
+// goroutine. A rule, not a func: the check runs for every message a
+// coordinator gets, and a type switch here is cheaper than a call through
+// a func value that calls another.
+type inlineRule uint8
+
+const (
+	inlineNone    inlineRule = iota
+	inlineReplies            // a reply batch of one reply (newCoordinatorMailbox)
+	inlineCalls              // that, and every call (loneCallMailbox)
+)
+
+func (r inlineRule) inlines(msg any) bool {
+	switch m := msg.(type) {
+	case *nodeReplies:
+		return len(m.items) == 1
+	case *Call:
+		return r == inlineCalls
+	}
+	return false
 }
 
 func (m *mailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher actor.Dispatcher) {
