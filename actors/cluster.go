@@ -52,12 +52,15 @@ type Config struct {
 
 // Cluster is a running set of node and coordinator actors.
 type Cluster struct {
-	system  *actor.ActorSystem
-	nodes   []*actor.PID
-	coords  []*actor.PID
-	timeout time.Duration
-	quorum  int
-	io      sync.WaitGroup // batches in flight on their own goroutines
+	system *actor.ActorSystem
+	nodes  []*actor.PID
+	coords []*actor.PID
+	// coordMBs are the coordinators' mailboxes, by shard: Submit posts a
+	// call straight into one (post).
+	coordMBs []*mailbox
+	timeout  time.Duration
+	quorum   int
+	io       sync.WaitGroup // batches in flight on their own goroutines
 
 	mu     sync.RWMutex
 	closed bool
@@ -86,6 +89,7 @@ func Start(cfg Config) (*Cluster, error) {
 	// wake-ups) and the other way round, so they learn them through the
 	// slice, filled before any call.
 	coords := make([]*actor.PID, cfg.Coordinators)
+	coordMBs := make([]*mailbox, cfg.Coordinators)
 	tw := newTwins(cfg.Names, logger)
 	cfg.Metrics.useTwins(tw)
 	var peers []peer // the nodes, for the coordinators' bypass
@@ -93,7 +97,7 @@ func Start(cfg Config) (*Cluster, error) {
 	for i, t := range cfg.Transports {
 		intakes[i] = newIntake()
 		cfg.Metrics.intake(i, intakes[i])
-		nd := &node{index: i, t: t, timeout: cfg.MasterTimeout, maxBatch: cfg.MaxBatch, maxInFlight: cfg.MaxInFlight, coords: coords, wg: &c.io, m: cfg.Metrics, in: intakes[i]}
+		nd := &node{index: i, t: t, timeout: cfg.MasterTimeout, maxBatch: cfg.MaxBatch, maxInFlight: cfg.MaxInFlight, coords: coords, coordMBs: coordMBs, wg: &c.io, m: cfg.Metrics, in: intakes[i]}
 		if cfg.QuarantinePeriod > 0 || cfg.Vet {
 			sr, server := t.(transport.ServerReporter)
 			sh, sharded := t.(transport.ShardReporter)
@@ -120,21 +124,35 @@ func Start(cfg Config) (*Cluster, error) {
 			return nil, fmt.Errorf("redlock: spawning node actor %d: %w", i, err)
 		}
 		c.nodes = append(c.nodes, pid)
+		nd.mb = mb.(*mailbox)
 		peers = append(peers, peer{pid: pid, mb: mb})
 	}
 	for i := range coords {
 		co := &coordinator{base: time.Now(), shard: int32(i), nodes: c.nodes, intakes: intakes, coords: coords, names: cfg.Names, quorum: c.quorum, masterTimeout: cfg.MasterTimeout, m: cfg.Metrics}
 		bc := &bypass{a: co, ctx: bypassCtx{peers: peers}}
-		pid, err := restartingRoot(system).SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return bc }, actor.WithMailbox(func() actor.Mailbox { return co.recovering(logger, withBypass(bc, loneCallMailbox())) })), fmt.Sprintf("coordinator-%d", i))
+		var mb actor.Mailbox
+		pid, err := restartingRoot(system).SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return bc }, actor.WithMailbox(func() actor.Mailbox { mb = co.recovering(logger, withBypass(bc, loneCallMailbox())); return mb })), fmt.Sprintf("coordinator-%d", i))
 		if err != nil {
 			c.stopAll()
 			return nil, fmt.Errorf("redlock: spawning coordinator %d: %w", i, err)
 		}
-		coords[i] = pid
+		coords[i], coordMBs[i] = pid, mb.(*mailbox)
 		c.coords = append(c.coords, pid)
 	}
+	c.coordMBs = coordMBs
 	return c, nil
 }
+
+// post puts msg, one of the engine's own hot messages (a call, a node's
+// replies, a returned batch), into the mailbox of an actor of the
+// cluster: what protoactor's Send does for it (the root context's sender
+// middleware, of which the engine sets none, then the PID's process, then
+// its mailbox) less the PID's resolution and two calls through
+// interfaces, on every call and every batch. As with bypassCtx.Send, it
+// differs only once the actor has stopped, after Close: protoactor would
+// hand msg to its dead letters, which drop these messages without a word
+// (deadletter.go), this to the mailbox, whose bypass drops them.
+func post(mb *mailbox, msg any) { mb.PostUserMessage(msg) }
 
 // Quorum is the number of masters that must agree.
 func (c *Cluster) Quorum() int { return c.quorum }
@@ -149,7 +167,7 @@ func (c *Cluster) Submit(call *Call) error {
 	}
 	call.hash = keyHash(call.Key)
 	call.submitted()
-	c.system.Root.Send(c.coords[c.shard(call)], call)
+	post(c.coordMBs[c.shard(call)], call)
 	return nil
 }
 

@@ -34,7 +34,12 @@ type node struct {
 	maxBatch    int
 	maxInFlight int
 	coords      []*actor.PID
-	wg          *sync.WaitGroup
+	// coordMBs are the coordinators' mailboxes and mb the node's own
+	// (post), filled by Start before any call; nil in tests that build a
+	// node by hand, which then sends through protoactor.
+	coordMBs []*mailbox
+	mb       *mailbox
+	wg       *sync.WaitGroup
 
 	self     *actor.PID
 	root     *actor.RootContext
@@ -275,7 +280,7 @@ func (n *node) flush() {
 // sends b through the transport under d and reports whether d may be armed
 // again.
 func (n *node) do(b *batch, d *deadline) (reuse bool) {
-	defer n.root.Send(n.self, b)
+	defer n.back(b)
 	defer func() {
 		// A user's transport must not take the engine down with it.
 		if p := recover(); p != nil {
@@ -307,8 +312,26 @@ func (n *node) fail(r *opRequest, err error) {
 	if r.reply {
 		m := getReplies(n.index)
 		m.items = append(m.items, reply{req: r, res: transport.Result{Err: err}})
-		n.root.Send(n.coords[r.shard], m)
+		n.toCoord(r.shard, m)
 	}
+}
+
+// toCoord sends m to the coordinator of shard.
+func (n *node) toCoord(shard int32, m *nodeReplies) {
+	if n.coordMBs != nil {
+		post(n.coordMBs[shard], m)
+		return
+	}
+	n.root.Send(n.coords[shard], m)
+}
+
+// back hands a batch that returned from the transport back to the node.
+func (n *node) back(b *batch) {
+	if n.mb != nil {
+		post(n.mb, b)
+		return
+	}
+	n.root.Send(n.self, b)
 }
 
 // deliver routes results back, one message per coordinator shard. Every
@@ -332,7 +355,7 @@ func (n *node) deliver(reqs []*opRequest, res []transport.Result, sent time.Time
 	for shard, m := range out {
 		if m != nil {
 			out[shard] = nil
-			n.root.Send(n.coords[shard], m)
+			n.toCoord(int32(shard), m)
 		}
 	}
 }
