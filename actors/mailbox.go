@@ -198,6 +198,15 @@ func (m *mailbox) run(first any) {
 		if first != nil {
 			msg, first = first, nil
 		} else {
+			// The count, not the queue, says whether a message waits:
+			// a run that found nothing paid the queue's lock for it,
+			// at the end of every run. A message pushed but not yet
+			// counted is not missed: its sender counts it, then
+			// schedules the mailbox, or finds it running and is seen
+			// by processFrom's second look, which reads the count too.
+			if m.userN.Load() == 0 {
+				return
+			}
 			if msg = m.user.pop(); msg == nil {
 				return
 			}
