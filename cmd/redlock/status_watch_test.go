@@ -256,25 +256,7 @@ func TestStatusWatchEvictedKeysQuarantine(t *testing.T) {
 		t.Errorf("table: the round that saw the count move: %q; want %q and its quarantine of 1s", r, moved)
 	}
 
-	rep, table = w.round(t, 600*time.Millisecond)
-	m = rep.Masters[0]
-	if m.Votes || !m.Quarantined || m.Unsafe != "" || !strings.Contains(m.Error, moved) {
-		t.Errorf("--json: a round 600ms later, the count unchanged: %+v; want it in quarantine, not unsafe, its error naming %q", m, moved)
-	}
-	if r := row(t, table, s.Addr); !strings.Contains(r, moved) || !strings.Contains(r, "yes, votes in 400ms") {
-		t.Errorf("table: a round 600ms later: %q; want %q and 400ms of quarantine left", r, moved)
-	}
-	if !rep.Healthy || !strings.Contains(table, "quorum: healthy: 2 of 3 masters can vote") {
-		t.Errorf("want 2 of 3 masters voting:\n%s", table)
-	}
-
-	rep, table = w.round(t, 400*time.Millisecond)
-	if m = rep.Masters[0]; !m.Votes || m.Quarantined || m.Error != "" {
-		t.Errorf("--json: a period after the count moved: %+v; want it voting", m)
-	}
-	if !strings.Contains(table, "quorum: healthy: 3 of 3 masters can vote") {
-		t.Errorf("a period after the count moved, want 3 of 3 masters voting:\n%s", table)
-	}
+	quarantineRunsOut(t, w, s.Addr, []string{moved})
 }
 
 // TestStatusWatchEvictedKeysShard: the engine compares each shard's
@@ -312,22 +294,7 @@ func TestStatusWatchEvictedKeysShard(t *testing.T) {
 		t.Errorf("table: want the cluster not voting:\n%s", table)
 	}
 
-	rep, table = w.round(t, 600*time.Millisecond)
-	m = rep.Masters[0]
-	if m.Votes || !m.Quarantined || m.Unsafe != "" || !strings.Contains(m.Error, "shard "+c[0].Addr) || !strings.Contains(m.Error, moved) {
-		t.Errorf("--json: the cluster 600ms later, the count unchanged: %+v; want it in quarantine, not unsafe, its error naming shard %s and %q", m, c[0].Addr, moved)
-	}
-	if r := row(t, table, "shard "+c[0].Addr); !strings.Contains(r, moved) || !strings.Contains(r, "quarantined yes, votes in 400ms") {
-		t.Errorf("table: 600ms later: %q; want %q and 400ms of quarantine left", r, moved)
-	}
-	if !strings.Contains(table, "no vote for the keys of 8192 of 16384 slots") {
-		t.Errorf("table: want the cluster saying which slots it does not vote for:\n%s", table)
-	}
-
-	rep, table = w.round(t, 400*time.Millisecond)
-	if !rep.Healthy || !strings.Contains(table, "quorum: healthy: 1 of 1 masters can vote") {
-		t.Errorf("a period after the count moved: %+v; want the cluster voting again:\n%s", rep.Masters[0], table)
-	}
+	shardQuarantineRunsOut(t, w, c[0].Addr, []string{moved})
 }
 
 // TestStatusWatchUnsafeQuarantine: with the quarantine on, the engine keeps
@@ -449,22 +416,7 @@ func TestStatusWatchRestartQuarantine(t *testing.T) {
 		t.Errorf("the round that found another run id, want 2 of 3 masters voting:\n%s", table)
 	}
 
-	rep, table = w.round(t, 600*time.Millisecond)
-	m = rep.Masters[0]
-	if m.Votes || !m.Quarantined || m.Unsafe != "" || !containsAll(m.Error, restartedMsg("600ms", "400ms")) {
-		t.Errorf("--json: a round 600ms later: %+v; want it in quarantine, its error saying %q", m, restartedMsg("600ms", "400ms"))
-	}
-	if r := row(t, table, s.Addr); !strings.Contains(r, "yes, votes in 400ms") {
-		t.Errorf("table: a round 600ms later: %q; want 400ms of quarantine left", r)
-	}
-
-	rep, table = w.round(t, 400*time.Millisecond)
-	if m = rep.Masters[0]; !m.Votes || m.Quarantined || m.Error != "" {
-		t.Errorf("--json: a period after the round that found another run id: %+v; want it voting", m)
-	}
-	if !strings.Contains(table, "quorum: healthy: 3 of 3 masters can vote") {
-		t.Errorf("a period after the round that found another run id, want 3 of 3 masters voting:\n%s", table)
-	}
+	quarantineRunsOut(t, w, s.Addr, restartedMsg("600ms", "400ms"))
 }
 
 // TestStatusWatchRestartQuarantineShard: the engine quarantines each shard
@@ -502,13 +454,55 @@ func TestStatusWatchRestartQuarantineShard(t *testing.T) {
 		t.Errorf("table: want the cluster not voting for the restarted shard's slots:\n%s", table)
 	}
 
-	rep, table = w.round(t, 600*time.Millisecond)
-	if r := row(t, table, "shard "+c[1].Addr); !strings.Contains(r, "quarantined yes, votes in 400ms") || !containsAll(r, restartedMsg("600ms", "400ms")) {
-		t.Errorf("table: 600ms later: %q; want 400ms of quarantine left, and why", r)
+	shardQuarantineRunsOut(t, w, c[1].Addr, restartedMsg("600ms", "400ms"))
+}
+
+// quarantineRunsOut runs the two rounds after one that put master addr,
+// the first of three, in a quarantine of 1s: 600ms later it is still out,
+// not unsafe, its error and row saying why, with 400ms left and the other
+// two voting; 400ms after that it votes again, and so do all three.
+func quarantineRunsOut(t *testing.T, w *watchPair, addr string, why []string) {
+	t.Helper()
+	rep, table := w.round(t, 600*time.Millisecond)
+	if m := rep.Masters[0]; m.Votes || !m.Quarantined || m.Unsafe != "" || !containsAll(m.Error, why) {
+		t.Errorf("--json: a round 600ms later: %+v; want it in quarantine, not unsafe, its error saying %q", m, why)
+	}
+	if r := row(t, table, addr); !containsAll(r, why) || !strings.Contains(r, "yes, votes in 400ms") {
+		t.Errorf("table: a round 600ms later: %q; want %q and 400ms of quarantine left", r, why)
+	}
+	if !rep.Healthy || !strings.Contains(table, "quorum: healthy: 2 of 3 masters can vote") {
+		t.Errorf("a round 600ms later, want 2 of 3 masters voting:\n%s", table)
+	}
+
+	rep, table = w.round(t, 400*time.Millisecond)
+	if m := rep.Masters[0]; !m.Votes || m.Quarantined || m.Error != "" {
+		t.Errorf("--json: a period after the round that put it in quarantine: %+v; want it voting", m)
+	}
+	if !strings.Contains(table, "quorum: healthy: 3 of 3 masters can vote") {
+		t.Errorf("a period after the round that put it in quarantine, want 3 of 3 masters voting:\n%s", table)
+	}
+}
+
+// shardQuarantineRunsOut is quarantineRunsOut for shard addr of a 2-shard
+// cluster, the only master: 600ms later the cluster is still out for it,
+// not unsafe, its error naming the shard and why, the shard's row with
+// 400ms left, half the slots without a vote; 400ms after that the cluster
+// votes again.
+func shardQuarantineRunsOut(t *testing.T, w *watchPair, addr string, why []string) {
+	t.Helper()
+	rep, table := w.round(t, 600*time.Millisecond)
+	if m := rep.Masters[0]; m.Votes || !m.Quarantined || m.Unsafe != "" || !strings.Contains(m.Error, "shard "+addr) || !containsAll(m.Error, why) {
+		t.Errorf("--json: the cluster 600ms later: %+v; want it in quarantine, not unsafe, its error naming shard %s and saying %q", m, addr, why)
+	}
+	if r := row(t, table, "shard "+addr); !containsAll(r, why) || !strings.Contains(r, "quarantined yes, votes in 400ms") {
+		t.Errorf("table: 600ms later: %q; want %q and 400ms of quarantine left", r, why)
+	}
+	if !strings.Contains(table, "no vote for the keys of 8192 of 16384 slots") {
+		t.Errorf("table: want the cluster saying which slots it does not vote for:\n%s", table)
 	}
 
 	rep, table = w.round(t, 400*time.Millisecond)
 	if !rep.Healthy || !strings.Contains(table, "quorum: healthy: 1 of 1 masters can vote") {
-		t.Errorf("a period after the round that found another run id: %+v; want the cluster voting again:\n%s", rep.Masters[0], table)
+		t.Errorf("a period after the round that put the shard in quarantine: %+v; want the cluster voting again:\n%s", rep.Masters[0], table)
 	}
 }
