@@ -263,6 +263,10 @@ type opRequest struct {
 	// reuse the request; 0 for a request that is not reused (reqpool.go).
 	// Only that coordinator reads or writes it.
 	refs int32
+	// lone: the call was its coordinator's only one, with nothing queued
+	// behind it, when this was sent; on an immediate transport its batch
+	// runs without an I/O goroutine (node.doHere).
+	lone bool
 }
 
 // reply is one master's answer to one opRequest.

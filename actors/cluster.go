@@ -97,7 +97,7 @@ func Start(cfg Config) (*Cluster, error) {
 	for i, t := range cfg.Transports {
 		intakes[i] = newIntake()
 		cfg.Metrics.intake(i, intakes[i])
-		nd := &node{index: i, t: t, timeout: cfg.MasterTimeout, maxBatch: cfg.MaxBatch, maxInFlight: cfg.MaxInFlight, coords: coords, coordMBs: coordMBs, wg: &c.io, m: cfg.Metrics, in: intakes[i]}
+		nd := &node{index: i, t: t, timeout: cfg.MasterTimeout, maxBatch: cfg.MaxBatch, maxInFlight: cfg.MaxInFlight, coords: coords, coordMBs: coordMBs, wg: &c.io, m: cfg.Metrics, in: intakes[i], immediate: transport.IsImmediate(t)}
 		if cfg.QuarantinePeriod > 0 || cfg.Vet {
 			sr, server := t.(transport.ServerReporter)
 			sh, sharded := t.(transport.ShardReporter)
@@ -131,7 +131,11 @@ func Start(cfg Config) (*Cluster, error) {
 		co := &coordinator{base: time.Now(), shard: int32(i), nodes: c.nodes, intakes: intakes, coords: coords, names: cfg.Names, quorum: c.quorum, masterTimeout: cfg.MasterTimeout, m: cfg.Metrics}
 		bc := &bypass{a: co, ctx: bypassCtx{peers: peers}}
 		var mb actor.Mailbox
-		pid, err := restartingRoot(system).SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return bc }, actor.WithMailbox(func() actor.Mailbox { mb = co.recovering(logger, withBypass(bc, loneCallMailbox())); return mb })), fmt.Sprintf("coordinator-%d", i))
+		pid, err := restartingRoot(system).SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return bc }, actor.WithMailbox(func() actor.Mailbox {
+			mb = co.recovering(logger, withBypass(bc, loneCallMailbox()))
+			co.mb = mb.(*mailbox)
+			return mb
+		})), fmt.Sprintf("coordinator-%d", i))
 		if err != nil {
 			c.stopAll()
 			return nil, fmt.Errorf("redlock: spawning coordinator %d: %w", i, err)

@@ -56,6 +56,19 @@ type coordinator struct {
 
 	// restart: what a panic lost, answered for at the restart (coordrestart.go).
 	restart coordRestart
+
+	// mb is the coordinator's mailbox, for lone; nil in tests that build
+	// a coordinator by hand.
+	mb *mailbox
+}
+
+// lone reports whether the call being handled is the coordinator's only
+// one and nothing waits in its mailbox: no other op is coming that its ops
+// could share a batch with (opRequest.lone). It is a guess when the ops
+// are sent: a call that arrives just after goes through the I/O
+// goroutines, batched with whatever comes with it.
+func (c *coordinator) lone() bool {
+	return len(c.active) == 1 && c.mb != nil && c.mb.userN.Load() == 0
 }
 
 // cleanupMaxWait caps the delay between background cleanups of one call
@@ -268,6 +281,7 @@ func (c *coordinator) send(ctx actor.Context, call *Call, kind transport.OpKind,
 		op:    transport.Op{Kind: kind, Key: call.Key, Keys: call.Keys, Value: call.Value, TTL: call.TTL},
 		shard: c.shard,
 		reply: reply,
+		lone:  c.lone(),
 	}
 	if reply {
 		r.refs = int32(len(c.nodes)) // one answer from each (reqpool.go)

@@ -55,6 +55,12 @@ type node struct {
 	in       *intake      // where the coordinators' ops arrive (intake.go)
 	spare    []*opRequest // the intake's other slice, swapped in by take
 
+	// immediate: the transport's Do never waits (transport.Immediate), so
+	// a batch of lone calls' ops runs on the goroutine that flushes it
+	// (flush), under here, the deadline kept for that.
+	immediate bool
+	here      *deadline
+
 	// silentSince: the send of the first batch that timed out since the
 	// master last answered; zero while it answers (slow.go).
 	silentSince time.Time
@@ -135,6 +141,9 @@ func (n *node) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		n.q.stop()
 		close(n.work)
+		if n.here != nil {
+			n.here.timer.Stop()
+		}
 	case *actor.Restarting:
 		n.recoverLost()
 	case *actor.Started:
@@ -238,6 +247,7 @@ func (n *node) flush() {
 		// never longer than one counted from the send (sent).
 		now := time.Now()
 		keep := n.queue[:0]
+		lone := n.immediate
 		for i, r := range n.queue {
 			if len(b.reqs) == n.maxBatch {
 				keep = append(keep, n.queue[i:]...)
@@ -255,6 +265,7 @@ func (n *node) flush() {
 			}
 			b.reqs = append(b.reqs, r)
 			b.ops = append(b.ops, r.op)
+			lone = lone && r.lone
 		}
 		clear(n.queue[len(keep):])
 		n.queue = keep
@@ -272,7 +283,36 @@ func (n *node) flush() {
 		b.sent = now
 		n.m.sending(n.index, b, len(n.queue))
 		n.inflight++
+		if lone {
+			n.doHere(b)
+			continue
+		}
 		n.work <- b // never blocks: at most maxInFlight batches are out
+	}
+}
+
+// doHere runs b, every op of which is a lone call's (opRequest.lone), on
+// this goroutine: the actor's, which is the goroutine of whoever woke the
+// node (node actors run on their senders', see Start), and for a lone call
+// that is the caller's. The transport is immediate, so nothing here waits.
+// A lone call has no other ops to batch with, and the hand-off to an I/O
+// goroutine and back was most of its cost: a goroutine woken to run Do,
+// and another for the batch's return. The batch still comes back as a
+// message (do's back), queued behind the one being handled, so everything
+// after the send (finish, the key marks, the slot in flight) happens as
+// for a batch an I/O goroutine ran.
+//
+// Calls that are not alone keep the I/O goroutines: their ops pile up in
+// the intake while a batch is out, so each batch carries many; run here,
+// every op would go out in a batch of its own on the coordinator's
+// goroutine, which then does the nodes' work too (at 256 lockers that
+// made a cycle cost three times the CPU).
+func (n *node) doHere(b *batch) {
+	if n.here == nil {
+		n.here = newDeadline()
+	}
+	if !n.do(b, n.here) {
+		n.here = nil // ended, or left to a transport that panicked: not reused
 	}
 }
 

@@ -23,6 +23,8 @@
 //     epochs, and each shard's run id and uptime. With it the restart
 //     quarantine applies per shard instead of to the whole master.
 //   - Namer: a name for error messages.
+//   - Immediate: Do never waits (an in-process master), so the engine may
+//     run a batch on the goroutine that queued it.
 //
 // A wrapper (a fault injector, a metrics layer) that embeds a Transport
 // hides these unless it forwards them.
@@ -467,6 +469,31 @@ func CheckFor(op *Op, have Capabilities) error {
 		return fmt.Errorf("%s: needs %s: %w", op.Kind, missing, errors.ErrUnsupported)
 	}
 	return nil
+}
+
+// Immediate is an optional interface: a transport whose Do never waits. It
+// does no I/O, sleeps on nothing, and holds no lock that anything keeps
+// for long (the memory transport, a master in this process), so a Do
+// takes microseconds. When Immediate reports true, the engine may call Do
+// for a call that is alone in its coordinator on the caller's own
+// goroutine, where it otherwise hands every batch to an I/O goroutine and
+// back: two goroutine wake-ups per batch, most of a lone call's cost on
+// such a master. The engine asks once, when it starts; the answer must not
+// change.
+//
+// A transport that may block must not report true: a fault injector that
+// delays or drops, anything over a network or a pipe. A caller's goroutine
+// would wait in it, with the engine's locks held. A wrapper that embeds a
+// Transport hides Immediate, and rightly, unless it forwards it knowing
+// that it adds no wait of its own.
+type Immediate interface {
+	Immediate() bool
+}
+
+// IsImmediate reports whether t is an Immediate that says true.
+func IsImmediate(t Transport) bool {
+	i, ok := t.(Immediate)
+	return ok && i.Immediate()
 }
 
 // Namer is an optional interface: a transport that can name its master for

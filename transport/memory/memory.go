@@ -518,6 +518,11 @@ func (c *client) ServerInfo(ctx context.Context) (transport.ServerInfo, error) {
 // describes the run that epoch stands for, or a later one.
 func (c *client) Epoch() uint64 { return c.m.life.Load().epoch }
 
+// Immediate reports true: a memory master is in this process, and Do only
+// takes a shard's lock around each op, so the engine may run it on a
+// caller's goroutine (transport.Immediate).
+func (c *client) Immediate() bool { return true }
+
 // Name returns the master's name.
 func (c *client) Name() string { return c.m.name }
 
