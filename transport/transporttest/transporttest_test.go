@@ -259,6 +259,14 @@ var mutants = []struct {
 	{"epoch moves without a restart", "optional", func(m *memory.Master, c transport.Transport) transport.Transport {
 		return epochPerCall{c}
 	}},
+	{"immediate, but Do sleeps", "optional/Immediate", func(m *memory.Master, c transport.Transport) transport.Transport {
+		// A fault injector's delay forwarded with the memory master's
+		// Immediate: the engine would run it on a caller's goroutine.
+		return immediate{doFunc{c, func(ctx context.Context, ops []transport.Op, res []transport.Result) error {
+			time.Sleep(time.Millisecond)
+			return c.Do(ctx, ops, res)
+		}}}
+	}},
 	{"ctx kept after Do", "ctx_not_kept", func(m *memory.Master, c transport.Transport) transport.Transport {
 		return doFunc{c, func(ctx context.Context, ops []transport.Op, res []transport.Result) error {
 			err := c.Do(ctx, ops, res)
@@ -274,7 +282,7 @@ var mutants = []struct {
 // wantSkip names, per sound transport, the subtests the suite must skip.
 var wantSkip = map[string][]string{
 	"sound":                {"unsupported"},
-	"minimal":              {"fenced", "fence_overlap", "multi", "optional/ServerReporter", "optional/Namer"},
+	"minimal":              {"fenced", "fence_overlap", "multi", "optional/ServerReporter", "optional/Namer", "optional/Immediate"},
 	"minimal with fencing": {"multi"},
 }
 
@@ -511,6 +519,11 @@ func (r runIDPerClient) ServerInfo(context.Context) (transport.ServerInfo, error
 }
 
 func (r runIDPerClient) Epoch() uint64 { return r.Transport.(transport.ServerReporter).Epoch() }
+
+// immediate says the transport's Do never waits (transport.Immediate).
+type immediate struct{ doFunc }
+
+func (immediate) Immediate() bool { return true }
 
 // epochPerCall is a ServerReporter whose epoch moves on every read.
 type epochPerCall struct{ transport.Transport }
