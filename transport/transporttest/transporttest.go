@@ -23,7 +23,9 @@
 // (Acquire, Release and Extend on single keys, no Capabler) passes the
 // required part, which also checks that it answers every op it lacks with an
 // error wrapping errors.ErrUnsupported, without applying it (the unsupported
-// subtest; transport.CheckFor does it).
+// subtest; transport.CheckFor does it). The optional subtests check the
+// optional interfaces a transport implements: for one that says it is
+// immediate (transport.Immediate), that its Do does not wait on the clock.
 //
 // Every call of newClient must return a new client of one and the same
 // master. The suite closes every client it gets. It writes only keys under a
@@ -55,6 +57,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/quorumlock/redlock/transport"
@@ -925,6 +928,32 @@ func testOptional(t *testing.T, s *suite) {
 				t.Fatalf("round %d: epochs went from %d and %d to %d and %d on a master that did not restart, want them unchanged",
 					i, e, e2, got, got2)
 			}
+		}
+	})
+	t.Run("Immediate", func(t *testing.T) {
+		if !transport.IsImmediate(c) {
+			t.Skip("client is no transport.Immediate that says true: the engine runs its batches on I/O goroutines, as it must for any transport that can wait")
+		}
+		if !transport.IsImmediate(other) {
+			t.Fatal("one client of the master says it is immediate, another does not")
+		}
+		// In a synctest bubble the clock moves only while every goroutine
+		// of the bubble waits on it: a Do that sleeps, or waits for a
+		// timer, comes back later than it started. A wait on I/O does not
+		// move it and is not caught here; a transport that does I/O must
+		// not say it is immediate at all.
+		k := keyspace(t)
+		ops := []transport.Op{acq(k("a"), "v", time.Second), ext(k("a"), "v", time.Second), rel(k("a"), "v"), acq(k("b"), "v", time.Second)}
+		var took time.Duration
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			_ = c.Do(context.Background(), ops, make([]transport.Result, len(ops)))
+			took = time.Since(start)
+		})
+		if took != 0 {
+			t.Errorf("Do waited %v on the clock (a sleep or a timer), but the transport says it is immediate: "+
+				"the engine runs an immediate transport's Do on a caller's goroutine, which must never wait; "+
+				"drop Immediate, or forward it only from a transport that adds no wait", took)
 		}
 	})
 	t.Run("Namer", func(t *testing.T) {
