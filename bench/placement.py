@@ -13,13 +13,17 @@ A round is "near" when all its readings, both rows' before and after, are under 
 when all are over --far ns; "mixed" otherwise (the placement moved during the round, or a reading
 fell between). For each benchmark and metric the table gives, by class, the rounds, each side's
 median and the median of the rounds' B/A ratios: the ratio of two builds, or of the engine and
-redsync, at one placement. Readings only bracket each run, so a move there and back inside a run
+redsync, at one placement. Beside that median, in brackets, is its 95 % confidence interval (two order
+statistics of the ratios, from the binomial distribution: no assumption about their spread), for six
+rounds or more; with fewer, no interval reaches 95 %. A target on a ratio is met at 95 % when the
+whole interval clears it. Readings only bracket each run, so a move there and back inside a run
 goes unseen: a "near" round is one that began and ended near.
 
 --pair A_NAME,B_NAME (repeatable) pairs A's rows of one benchmark with B's rows of another instead of
 same-named rows: the engine of an old build against the floor (bench/floor) of the new one, say.
 """
 import argparse
+import math
 import re
 import statistics
 import sys
@@ -44,6 +48,22 @@ def parse(path):
                     pass
             rows[name].append(vals)
     return rows
+
+
+def median_ci(sorted_vals, level=0.95):
+    """The distribution-free interval for the median of sorted_vals: its l-th and (n-l+1)-th values,
+    with l the largest rank at which P(Binomial(n, 1/2) < l) stays within (1-level)/2. None when n
+    is too small for any interval to reach level."""
+    n = len(sorted_vals)
+    tail, below, l = (1 - level) / 2, 0.0, 0
+    while True:
+        below += math.comb(n, l) / 2 ** n  # P(X <= l)
+        if below > tail:
+            break
+        l += 1
+    if l == 0:
+        return None
+    return sorted_vals[l - 1], sorted_vals[n - l]
 
 
 def classify(readings, near, far):
@@ -119,7 +139,9 @@ def main():
                 ma = statistics.median(p[0] for p in sel)
                 mb = statistics.median(p[1] for p in sel)
                 ratios = sorted(p[1] / p[0] for p in sel)
-                out.append(f"  {cls:8s} rounds {len(sel):2d}  A {ma:11.4g}  B {mb:11.4g}  B/A median {statistics.median(ratios):6.3f}"
+                ci = median_ci(ratios)
+                ci = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+                out.append(f"  {cls:8s} rounds {len(sel):2d}  A {ma:11.4g}  B {mb:11.4g}  B/A median {statistics.median(ratios):6.3f}{ci}"
                            f"  (per round {' '.join(f'{r:.2f}' for r in ratios)})")
     if not out:
         print("placement.py: no benchmark in both files", file=sys.stderr)
