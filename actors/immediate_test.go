@@ -53,6 +53,19 @@ func (o *onCaller) settle(t *testing.T, want int) {
 	}
 }
 
+// idleBy waits until mb is idle with nothing queued: there is no event to
+// wait on, so it yields until then, for at most 10s.
+func idleBy(t *testing.T, mb *mailbox) {
+	t.Helper()
+	end := time.Now().Add(10 * time.Second)
+	for mb.status.Load() != idle || mb.userN.Load() != 0 {
+		if time.Now().After(end) {
+			t.Fatal("a coordinator's mailbox stayed busy for 10s")
+		}
+		runtime.Gosched()
+	}
+}
+
 const immTTL, immDrift = 10 * time.Second, time.Millisecond
 
 // hidden is a transport that forwards Do and Close only, as a wrapper that
@@ -100,6 +113,13 @@ func TestLoneCallOnImmediateMastersRunsOnTheCaller(t *testing.T) {
 				ops++
 				for _, m := range ms {
 					m.settle(t, ops)
+				}
+				// A call that ran on a coordinator's own goroutine (the
+				// warm-up) is over at a quorum, and that goroutine may
+				// still be handling the last replies: the next call would
+				// queue behind them and run there. Wait until it lets go.
+				for _, mb := range c.coordMBs {
+					idleBy(t, mb)
 				}
 			}
 			call(Acquire, "warm-up")
@@ -161,6 +181,9 @@ func TestConcurrentCallsOnImmediateMasters(t *testing.T) {
 	}
 	wg.Wait()
 	for i, m := range ms {
+		// The last releases are over at a quorum: two masters may still
+		// be applying theirs.
+		m.settle(t, 64*50*2)
 		res := make([]transport.Result, 1)
 		for g := range 64 {
 			for j := range 50 {
