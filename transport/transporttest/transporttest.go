@@ -946,8 +946,8 @@ func testOptional(t *testing.T, s *suite) {
 		ops := []transport.Op{acq(k("a"), "v", time.Second), ext(k("a"), "v", time.Second), rel(k("a"), "v"), acq(k("b"), "v", time.Second)}
 		// One Do outside the bubble first: what a transport makes on its
 		// first Do (a timer, a goroutine) must not belong to the bubble.
-		// A Do that polls the clock until it moves would spin here forever,
-		// and a wait on a channel from outside the bubble goes unseen.
+		// Inside it, a Do that polls the clock until it moves would spin
+		// forever, and a wait on a channel made outside goes unseen.
 		_ = c.Do(context.Background(), ops, make([]transport.Result, len(ops)))
 		var took time.Duration
 		synctest.Test(t, func(t *testing.T) {
