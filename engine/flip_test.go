@@ -279,6 +279,47 @@ func TestAddressFlipQuarantinedFromFirstSight(t *testing.T) {
 	checkVotesAgainIn(t, logs, ttl)
 }
 
+// The address flips after the constructor has read who is behind x (to
+// find one server listed twice) and before the restart quarantine's first
+// read: the engine has seen a, so the server it then finds is another one,
+// new behind the address whatever its uptime. Before the fix the quarantine
+// started from nothing, took the new server for its first sight and let it
+// vote at once, as a fresh engine would.
+func TestAddressFlipBetweenConstructorAndFirstRead(t *testing.T) {
+	const ttl = 10 * time.Second
+	a, other, b, c := memory.New(), memory.New(), memory.New(), memory.New()
+	x := newFlipper("x", time.Hour, a, other)
+	// The first ServerInfo is the constructor's; the second, the
+	// quarantine's first read, finds the address flipped.
+	x.onInfo = func() {
+		x.mu.Lock()
+		x.onInfo = func() { x.to(1) }
+		x.mu.Unlock()
+	}
+	logs := &logRecords{}
+	e, err := engine.NewWithTransports([]transport.Transport{x, newFlipper("y", time.Hour, b), newFlipper("z", time.Hour, c)},
+		api.WithTTL(ttl), api.WithRestartQuarantine(ttl), api.WithMasterTimeout(time.Second), api.WithLogger(slog.New(logs)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	ctx := context.Background()
+	// z holds k for someone else, so only x and y can make a majority.
+	hold(t, "k", ttl, c)
+	held, err := e.TryLock(ctx, "k")
+	if err == nil {
+		_ = held.Unlock(ctx)
+		t.Fatal("the flipped master voted at once: the constructor saw another server behind its address")
+	}
+	if me := masterErr(t, err, "x"); !errors.Is(me, api.ErrQuarantined) {
+		t.Fatalf("the flipped master answered %v; want ErrQuarantined (%v)", me, err)
+	}
+	if v, _ := other.Get("k"); v == "" {
+		t.Fatal("the other server never saw the SET: the flip did not happen where the test means it to")
+	}
+	checkVotesAgainIn(t, logs, ttl)
+}
+
 // watched is a Redis transport that signals when ServerInfo first returns a
 // run id, and when it first returns one other than that: the engine has
 // read the process now behind the address.
