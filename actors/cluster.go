@@ -30,8 +30,12 @@ import (
 
 // Config is what a Cluster is started from. The engine validates it.
 type Config struct {
-	Transports    []transport.Transport
-	Names         []string // one per transport, for error messages
+	Transports []transport.Transport
+	Names      []string // one per transport, for error messages
+	// RunIDs, if set, are the run ids the masters reported when the
+	// engine was built ("" for none): the restart quarantine's first read
+	// compares with them (quarantine.seen).
+	RunIDs        []string
 	MasterTimeout time.Duration
 	MaxBatch      int
 	MaxInFlight   int
@@ -103,6 +107,9 @@ func Start(cfg Config) (*Cluster, error) {
 			sh, sharded := t.(transport.ShardReporter)
 			if server || sharded {
 				nd.q = &quarantine{period: cfg.QuarantinePeriod, interval: cfg.CheckInterval, server: sr, name: cfg.Names[i], index: i, twins: tw, logger: logger}
+				if i < len(cfg.RunIDs) {
+					nd.q.seen = cfg.RunIDs[i]
+				}
 				if sharded {
 					// Per shard: each shard is a failure domain of its own.
 					nd.q.shards = newShards(sh)

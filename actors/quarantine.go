@@ -23,8 +23,9 @@ import (
 // from the moment the node read it, whatever the new process's uptime: the
 // address may now reach a different server (a VIP or DNS flip, a promoted
 // replica) that has been up for long and never held our keys. The first
-// run id a node reads has no predecessor to compare with, so it is trusted
-// by its uptime, as any fresh engine must.
+// run id a node reads is compared with the one the engine read when it was
+// built (seen); with none to compare with, it is trusted by its uptime, as
+// any fresh engine must.
 //
 // The node reads run_id and uptime on start, whenever the transport's epoch
 // (its connection) changes, and every interval. Grants are counted only
@@ -41,6 +42,11 @@ type quarantine struct {
 	index    int
 	twins    *twins
 	logger   *slog.Logger
+
+	// seen is the run id read when the engine was built (Config.RunIDs),
+	// "" if none: the process the first read must find, or be another.
+	// Only startOf uses it; the eviction count of that read is not known.
+	seen string
 
 	vetted   bool      // we know when the master behind vettedAt started
 	vettedAt uint64    // the epoch the last info was read in
@@ -155,10 +161,14 @@ func (q *quarantine) learn(n *node, r *infoResult) {
 		q.release(n)
 		return
 	}
-	started, another := startOf(q.runID, q.started, r)
+	known := q.runID
+	if known == "" {
+		known = q.seen // a first read: the engine saw this process when it was built
+	}
+	started, another := startOf(known, q.started, r)
 	if another && q.period > 0 {
 		q.logger.Warn("redlock: another master process behind this address (restarted, or the address now reaches a different server); in quarantine", "master", q.name,
-			"old_run_id", q.runID, "run_id", r.info.RunID, "uptime", r.info.Uptime,
+			"old_run_id", known, "run_id", r.info.RunID, "uptime", r.info.Uptime,
 			"votes_again_in", time.Until(started.Add(q.period)).Round(time.Millisecond))
 	}
 	unsafe := unsafeOf(r.info, q.runID, q.evicted)

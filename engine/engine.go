@@ -242,12 +242,14 @@ func start(ts []transport.Transport, o api.Options, vet bool) (*Engine, error) {
 			return nil, newErr(err)
 		}
 	}
-	if err := distinctServers(ts, names, max(o.MasterTimeout, time.Second), o.MasterTimeout); err != nil {
+	runIDs, err := distinctServers(ts, names, max(o.MasterTimeout, time.Second), o.MasterTimeout)
+	if err != nil {
 		return nil, newErr(err)
 	}
 	cfg := actors.Config{
 		Transports:    ts,
 		Names:         names,
+		RunIDs:        runIDs,
 		MasterTimeout: o.MasterTimeout,
 		MaxBatch:      o.MaxBatch,
 		MaxInFlight:   o.MaxInFlight,
@@ -310,8 +312,9 @@ func capName(c transport.Capabilities) string {
 // timeout, and at most straggle more once a majority of them has answered:
 // a master that is down or slow now is checked by the nodes at run time
 // instead (see actors/twins.go), and one that hangs must not hold up the
-// start of every engine for the whole timeout.
-func distinctServers(ts []transport.Transport, names []string, timeout, straggle time.Duration) error {
+// start of every engine for the whole timeout. It returns the run ids it
+// read ("" where none came), which the restart quarantine starts from.
+func distinctServers(ts []transport.Transport, names []string, timeout, straggle time.Duration) ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	type answer struct {
@@ -360,11 +363,11 @@ collect:
 			continue
 		}
 		if j, dup := first[id]; dup {
-			return actors.SameServerError(j, i, names[j], names[i], id)
+			return nil, actors.SameServerError(j, i, names[j], names[i], id)
 		}
 		first[id] = i
 	}
-	return nil
+	return ids, nil
 }
 
 func closeAll(ts []transport.Transport) {
