@@ -239,6 +239,20 @@ func heard(t *testing.T, e *engine.Engine, ttl time.Duration, refuse *memory.Mas
 	_ = l.Unlock(context.Background())
 }
 
+// flippedKeptOut checks that TryLock(key), which only x's vote can win, is
+// refused with x in quarantine; why says why x must not vote.
+func flippedKeptOut(t *testing.T, e *engine.Engine, key, why string) {
+	t.Helper()
+	held, err := e.TryLock(context.Background(), key)
+	if err == nil {
+		_ = held.Unlock(context.Background())
+		t.Fatal("the flipped master voted at once: " + why)
+	}
+	if me := masterErr(t, err, "x"); !errors.Is(me, api.ErrQuarantined) {
+		t.Fatalf("the flipped master answered %v; want ErrQuarantined (%v)", me, err)
+	}
+}
+
 // hold sets key on each master for someone else.
 func hold(t *testing.T, key string, ttl time.Duration, ms ...*memory.Master) {
 	t.Helper()
@@ -261,21 +275,13 @@ func TestAddressFlipQuarantinedFromFirstSight(t *testing.T) {
 	logs := &logRecords{}
 	// Every master has been up for an hour: all vote from the start.
 	e := warmEngine(t, ts, ttl, logs, "TryLock on masters up for an hour")
-	ctx := context.Background()
 	heard(t, e, ttl, c)
 
 	x.to(1)
 	// y holds k for someone else, so only x and z can make a majority:
 	// the lock is granted only if the flipped master votes.
 	hold(t, "k", ttl, b)
-	held, err := e.TryLock(ctx, "k")
-	if err == nil {
-		_ = held.Unlock(ctx)
-		t.Fatal("the flipped master voted at once: its process is an hour old, but new behind this address and never held our keys")
-	}
-	if me := masterErr(t, err, "x"); !errors.Is(me, api.ErrQuarantined) {
-		t.Fatalf("the flipped master answered %v; want ErrQuarantined (%v)", me, err)
-	}
+	flippedKeptOut(t, e, "k", "its process is an hour old, but new behind this address and never held our keys")
 	checkVotesAgainIn(t, logs, ttl)
 }
 
@@ -306,14 +312,7 @@ func TestAddressFlipBetweenConstructorAndFirstRead(t *testing.T) {
 	ctx := context.Background()
 	// z holds k for someone else, so only x and y can make a majority.
 	hold(t, "k", ttl, c)
-	held, err := e.TryLock(ctx, "k")
-	if err == nil {
-		_ = held.Unlock(ctx)
-		t.Fatal("the flipped master voted at once: the constructor saw another server behind its address")
-	}
-	if me := masterErr(t, err, "x"); !errors.Is(me, api.ErrQuarantined) {
-		t.Fatalf("the flipped master answered %v; want ErrQuarantined (%v)", me, err)
-	}
+	flippedKeptOut(t, e, "k", "the constructor saw another server behind its address")
 	// The quarantine names the server it knew: a, read by the constructor
 	// alone.
 	ai, _ := a.Transport().(transport.ServerReporter).ServerInfo(ctx)
