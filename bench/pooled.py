@@ -11,9 +11,15 @@ check. For each metric it prints the rounds, the median of the new/old ratios wi
 confidence interval (bench/placement.py's, distribution-free), their geometric mean, and each
 run's own median, so a run that disagrees with the others shows.
 
+Every round counts once, so a run weighs as many rounds as it has. The interval takes the rounds
+as independent draws: when the runs' own medians differ by more than their rounds' spread
+explains (the machine had a slower hour), the real uncertainty is wider than the interval, and
+the runs' medians are the figures to read beside it. Only the named benchmark's rows are paired;
+a run that also ran other benchmarks in its rounds (bench/floor.sh) is still one pair a round.
+
   python3 bench/pooled.py BenchmarkMemory/uncontended/c=256 \\
       bench/results/2026-12-07/s20/mem-vs-ba207ff-1 bench/results/2026-12-07/s20/mem-vs-ba207ff-48 \\
-      bench/results/2026-12-07/s21/floor-mem
+      bench/results/2026-12-07/s21/floor-mem bench/results/2026-12-07/s21/mem-vs-ba207ff-32
 """
 import importlib.util
 import math
@@ -28,11 +34,17 @@ _spec.loader.exec_module(placement)
 
 
 def ratios(directory, bench, metric):
+    for side in ("old.txt", "new.txt"):
+        if not os.path.isfile(os.path.join(directory, side)):
+            sys.exit(f"{directory}: no {side}: not an output of an interleaved run")
     old = placement.parse(os.path.join(directory, "old.txt")).get(bench, [])
     new = placement.parse(os.path.join(directory, "new.txt")).get(bench, [])
+    if not old:
+        sys.exit(f"{directory}: no rows of {bench}")
     if len(old) != len(new):
         sys.exit(f"{directory}: {len(old)} old rows of {bench} but {len(new)} new ones: rounds do not pair")
-    return [n[metric] / o[metric] for o, n in zip(old, new) if metric in o and metric in n and o[metric] > 0]
+    return [n[metric] / o[metric] for o, n in zip(old, new)
+            if metric in o and metric in n and o[metric] > 0 and n[metric] > 0]
 
 
 def main():
