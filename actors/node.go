@@ -210,7 +210,7 @@ func (n *node) isBusy(r *opRequest) bool {
 // the few ops that had arrived and the worker parked, to be woken for the
 // next op. At 256 lockers on the memory masters that was 13 ops a batch,
 // 0.75 batches and 0.36 parks of a worker a cycle; with the yield, 60 ops,
-// 0.17 batches and 0.04 parks (BENCHMARKS.md, "Twenty-second session").
+// 0.17 batches and 0.04-0.05 parks (BENCHMARKS.md, "Twenty-second session").
 // With nothing else runnable, the yield returns at once. A batch that
 // waits on the network needs none: its callers run meanwhile.
 func (n *node) worker() {
@@ -316,7 +316,7 @@ func (n *node) flush() {
 //
 // It does not yield as an immediate master's worker does: a lone call has
 // no ops coming to wait for, and a yield on the caller's goroutine cost a
-// third of the cycles at one locker when it was tried.
+// quarter to nearly half of the cycles at one locker when it was tried.
 //
 // Calls that are not alone keep the I/O goroutines: their ops pile up in
 // the intake while a batch is out, so each batch carries many; run here,
